@@ -1,0 +1,80 @@
+// Package connectors defines the two roles at the edges of a pipeline: a Source that yields
+// documents and a Sink that makes document vectors durable. Concrete connectors live in
+// subpackages and are registered explicitly by cmd/reignpipe.
+//
+// Delivery is at-least-once: a Source hands out an AckFunc with every document and moves its
+// checkpoint (file position, Kafka offset) only when acks arrive, in source order, after the
+// runner has seen everything derived from the document become durable in the sinks.
+package connectors
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/reignpipe/reignpipe/schemas"
+)
+
+// AckFunc is called exactly once per document handed out by a Source, after everything derived
+// from it is durable (err == nil) or has gone to the dead-letter output (err != nil, the run
+// carries on). Acks may arrive out of order; a Source advances its checkpoint over the longest
+// contiguous prefix of acked documents. It must be safe to call from any goroutine.
+type AckFunc func(ctx context.Context, err error) error
+
+// Source yields documents.
+type Source interface {
+	// Read blocks until the next document is available, ctx is done (returns ctx.Err()) or the
+	// source is exhausted (returns io.EOF). A *BadInputError is returned, together with a
+	// non-nil AckFunc, for an input that was read but cannot become a Document: the runner
+	// dead-letters it, acks it, and keeps reading. Any other error ends the run.
+	// Read is called from one goroutine at a time.
+	Read(ctx context.Context) (schemas.Document, AckFunc, error)
+	// Stats reports what the source read and skipped so far (for the run summary).
+	Stats() SourceStats
+	// Close releases resources; documents not acked by then are re-read by the next run.
+	Close(ctx context.Context) error
+}
+
+// SourceStats counts inputs; Skipped is keyed by reason ("redirect", "namespace", ...).
+type SourceStats struct {
+	Read    int64            `json:"read"`
+	Skipped map[string]int64 `json:"skipped"`
+	// BytesRead and BytesTotal drive the progress ETA; BytesTotal is 0 when unknown.
+	BytesRead  int64 `json:"bytes_read"`
+	BytesTotal int64 `json:"bytes_total"`
+}
+
+// BadInputError is an input that could not be turned into a document.
+type BadInputError struct {
+	DocID    string // as far as known; may be empty
+	Position string // where in the source, e.g. "dump.xml.bz2 page 1234"
+	Reason   error
+}
+
+func (e *BadInputError) Error() string {
+	id := e.DocID
+	if id == "" {
+		id = "(unknown id)"
+	}
+	return fmt.Sprintf("bad input %s at %s: %v", id, e.Position, e.Reason)
+}
+
+func (e *BadInputError) Unwrap() error { return e.Reason }
+
+// Sink makes document vectors durable.
+type Sink interface {
+	// Write hands one vector to the sink. It may buffer; nothing is promised durable until
+	// Flush returns. Writing the same DocID and Version twice must be harmless (readers keep the
+	// newest Version of a DocID). Called from one goroutine at a time.
+	Write(ctx context.Context, v schemas.DocVector) error
+	// Flush blocks until every vector written so far is durable and visible (fsynced and
+	// renamed into place, or acknowledged by a broker). Only then are the inputs acked.
+	Flush(ctx context.Context) error
+	// Close flushes and releases resources.
+	Close(ctx context.Context) error
+}
+
+// DeadLetterSink receives inputs that failed. Write is durable on return.
+type DeadLetterSink interface {
+	WriteDeadLetter(ctx context.Context, d schemas.DeadLetter) error
+	Close(ctx context.Context) error
+}

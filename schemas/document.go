@@ -1,0 +1,53 @@
+// Package schemas holds the records that flow between reignpipe's connectors and stages, and
+// the on-disk schemas (Arrow/Parquet) that other tools read. Types here carry no behaviour
+// beyond identity helpers: every stage and connector agrees on them, so they change rarely and
+// only with a version bump of the on-disk schemas.
+package schemas
+
+import "github.com/cespare/xxhash/v2"
+
+// Document is one input document as a source connector produced it.
+type Document struct {
+	// ID is source-qualified and stable across versions, e.g. "enwiki:12" or
+	// "uspto:US07272630B2". Outputs are keyed by it.
+	ID string
+	// Source names the corpus the document came from, e.g. "enwiki".
+	Source string
+	// Version orders versions of the same ID (revision id, publication date + kind, ...).
+	Version string
+	Title   string
+	// Text is exactly what gets tokenized.
+	Text string
+	// Meta carries source-specific fields (dates, classes, namespace...). May be nil.
+	Meta map[string]string
+}
+
+// ContentHash is xxhash64 of the exact text that is tokenized. Together with ID and Version it
+// tells a consumer whether a vector is still current.
+func (d *Document) ContentHash() uint64 { return xxhash.Sum64String(d.Text) }
+
+// DocVector is the published result for one document.
+type DocVector struct {
+	DocID       string
+	Title       string
+	Source      string
+	Version     string
+	ContentHash uint64
+	NChunks     int
+	NTokens     int // content tokens, without [CLS]/[SEP]
+	// Space labels the vector space: "gn-meanpool:<GN fingerprint>" for the chunked mean-pool
+	// baseline, "reign:<checkpoint id>" for REIGN. Vectors of two spaces are never comparable.
+	Space  string
+	Vector []float32
+}
+
+// DeadLetter records an input that could not be processed. It names the document (as far as it
+// is known) and the reason; the run continues.
+type DeadLetter struct {
+	DocID  string
+	Source string
+	// Position says where the input was (file and byte offset, page index, Kafka offset...).
+	Position string
+	Stage    string
+	Err      string
+}
