@@ -1,0 +1,349 @@
+// Package pipelines loads and validates pipeline definitions (the YAML files in this
+// directory). A definition names one source, the GN and window settings, the chunk cache, the
+// aggregation and the sinks; the embedded runner (package pipelines/embedded) executes it in one
+// process.
+//
+// Loading is strict: unknown keys and bad values are rejected with the YAML line and the reason,
+// because a typo in a key would otherwise silently fall back to a default and cost a user a
+// multi-hour backfill.
+package pipelines
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is one pipeline definition.
+type Config struct {
+	Version    int              `yaml:"version"`
+	Name       string           `yaml:"name"`
+	Source     SourceConfig     `yaml:"source"`
+	Runtime    RuntimeConfig    `yaml:"runtime"`
+	GN         GNConfig         `yaml:"gn"`
+	Chunking   ChunkingConfig   `yaml:"chunking"`
+	Batching   BatchingConfig   `yaml:"batching"`
+	Cache      CacheConfig      `yaml:"cache"`
+	Aggregate  AggregateConfig  `yaml:"aggregate"`
+	Sinks      []SinkConfig     `yaml:"sinks"`
+	DeadLetter DeadLetterConfig `yaml:"dead_letter"`
+	Run        RunConfig        `yaml:"run"`
+
+	root *yaml.Node // kept to report the line of a bad value
+}
+
+// SourceConfig selects and configures the source connector.
+type SourceConfig struct {
+	Type    string `yaml:"type"` // wikipedia | jsonl
+	Path    string `yaml:"path"`
+	Index   string `yaml:"index"`   // wikipedia multistream index; "" = auto-detect
+	Name    string `yaml:"name"`    // id prefix; "" = from the data
+	Workers int    `yaml:"workers"` // wikipedia: parallel bz2 streams; 0 = all cores
+}
+
+// RuntimeConfig locates the ONNX Runtime library (one environment per process).
+type RuntimeConfig struct {
+	ORTLibrary string `yaml:"ort_library"` // "" = the one ops/fetch put in REIGNPIPE_HOME
+}
+
+// GNConfig selects the Guidance Network.
+type GNConfig struct {
+	Name           string `yaml:"name"`      // e.g. bge-small-en-v15; locates model/tokenizer in REIGNPIPE_HOME when paths are empty
+	Model          string `yaml:"model"`     // model.onnx
+	Tokenizer      string `yaml:"tokenizer"` // tokenizer.json
+	Provider       string `yaml:"provider"`  // cpu | cuda:N
+	IntraOpThreads int    `yaml:"intra_op_threads"`
+	InterOpThreads int    `yaml:"inter_op_threads"`
+}
+
+// ChunkingConfig is the window setting (REFERENCE §1).
+type ChunkingConfig struct {
+	K int `yaml:"k"`
+	S int `yaml:"s"`
+}
+
+// BatchingConfig shapes GN forward passes.
+type BatchingConfig struct {
+	TokenBudget int      `yaml:"token_budget"`
+	MaxBatch    int      `yaml:"max_batch"`
+	MaxWait     Duration `yaml:"max_wait"`
+}
+
+// CacheConfig places the chunk-embedding shards and their index.
+type CacheConfig struct {
+	Dir          string `yaml:"dir"`
+	RowsPerShard int    `yaml:"rows_per_shard"`
+}
+
+// AggregateConfig selects how chunk embeddings become a document vector.
+type AggregateConfig struct {
+	Type string `yaml:"type"` // meanpool
+}
+
+// SinkConfig is one output.
+type SinkConfig struct {
+	Type string `yaml:"type"` // parquet | jsonl
+	Dir  string `yaml:"dir"`
+}
+
+// DeadLetterConfig is where failed inputs go.
+type DeadLetterConfig struct {
+	Path string `yaml:"path"`
+}
+
+// RunConfig tunes the embedded runner.
+type RunConfig struct {
+	StateDir        string   `yaml:"state_dir"`       // checkpoint of the source position
+	Summary         string   `yaml:"summary"`         // JSON run summary file
+	CommitEvery     int      `yaml:"commit_every"`    // documents between durable commits
+	CommitInterval  Duration `yaml:"commit_interval"` // and at most this long
+	TokenizeWorkers int      `yaml:"tokenize_workers"`
+	Queue           int      `yaml:"queue"`    // documents buffered between stages
+	Progress        string   `yaml:"progress"` // auto | bar | log | off
+	MetricsAddr     string   `yaml:"metrics_addr"`
+	DrainTimeout    Duration `yaml:"drain_timeout"` // soft stop before the hard stop
+}
+
+// Duration is a time.Duration written as "20ms", "5s" in YAML.
+type Duration struct{ time.Duration }
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration (e.g. 20ms, 5s)", n.Line, n.Value)
+	}
+	d.Duration = v
+	return nil
+}
+
+// Load reads, expands and validates a pipeline file. ${VAR} and ${VAR:-default} are expanded
+// from the environment before parsing; REIGNPIPE_HOME defaults to ~/.cache/reignpipe.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
+
+// Home is the directory ops/fetch fills.
+func Home() string {
+	if h := os.Getenv("REIGNPIPE_HOME"); h != "" {
+		return h
+	}
+	h, _ := os.UserHomeDir()
+	return filepath.Join(h, ".cache", "reignpipe")
+}
+
+func expand(data []byte) []byte {
+	return envRef.ReplaceAllFunc(data, func(m []byte) []byte {
+		sub := envRef.FindSubmatch(m)
+		name := string(sub[1])
+		if v, ok := os.LookupEnv(name); ok && v != "" {
+			return []byte(v)
+		}
+		if name == "REIGNPIPE_HOME" {
+			return []byte(Home())
+		}
+		return sub[3]
+	})
+}
+
+// Parse decodes and validates a pipeline definition.
+func Parse(data []byte) (*Config, error) {
+	data = expand(data)
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, err
+	}
+	if len(root.Content) == 0 {
+		return nil, errors.New("empty pipeline definition")
+	}
+	c := Defaults()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil {
+		return nil, err
+	}
+	c.root = &root
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Defaults is the configuration a key left out takes.
+func Defaults() *Config {
+	return &Config{
+		Version:   1,
+		Source:    SourceConfig{Type: "wikipedia"},
+		GN:        GNConfig{Name: "bge-small-en-v15", Provider: "cpu"},
+		Chunking:  ChunkingConfig{K: 512, S: 512},
+		Batching:  BatchingConfig{TokenBudget: 16384, MaxBatch: 32, MaxWait: Duration{20 * time.Millisecond}},
+		Cache:     CacheConfig{Dir: "out/cache", RowsPerShard: 8192},
+		Aggregate: AggregateConfig{Type: "meanpool"},
+		Run: RunConfig{
+			StateDir: "out/state", CommitEvery: 512, CommitInterval: Duration{10 * time.Second},
+			Queue: 64, Progress: "auto", DrainTimeout: Duration{30 * time.Second},
+		},
+	}
+}
+
+// FieldError is a bad value, located in the YAML.
+type FieldError struct {
+	Path   string // dotted key path, e.g. "chunking.s"
+	Line   int    // 0 when the key was not written (a default)
+	Reason string
+}
+
+func (e *FieldError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("line %d: %s: %s", e.Line, e.Path, e.Reason)
+	}
+	return fmt.Sprintf("%s: %s", e.Path, e.Reason)
+}
+
+// line finds the line of a dotted path ("sinks.1.dir") in the parsed YAML.
+func (c *Config) line(path string) int {
+	if c.root == nil || len(c.root.Content) == 0 {
+		return 0
+	}
+	n := c.root.Content[0]
+	for _, part := range strings.Split(path, ".") {
+		var next *yaml.Node
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == part {
+					next = n.Content[i+1]
+				}
+			}
+		case yaml.SequenceNode:
+			var idx int
+			if _, err := fmt.Sscan(part, &idx); err == nil && idx >= 0 && idx < len(n.Content) {
+				next = n.Content[idx]
+			}
+		}
+		if next == nil {
+			return 0
+		}
+		n = next
+	}
+	return n.Line
+}
+
+func (c *Config) bad(path, format string, args ...any) error {
+	return &FieldError{Path: path, Line: c.line(path), Reason: fmt.Sprintf(format, args...)}
+}
+
+var providerRe = regexp.MustCompile(`^(cpu|cuda:[0-9]+)$`)
+
+// Validate checks every value and reports the first bad one with its line.
+func (c *Config) Validate() error {
+	switch {
+	case c.Version != 1:
+		return c.bad("version", "unsupported version %d (this reignpipe reads version 1)", c.Version)
+	case c.Name == "":
+		return c.bad("name", "a pipeline needs a name (it keys the checkpoint)")
+	case c.Source.Type != "wikipedia" && c.Source.Type != "jsonl":
+		return c.bad("source.type", "unknown source %q (wikipedia, jsonl)", c.Source.Type)
+	case c.Source.Path == "":
+		return c.bad("source.path", "missing input path")
+	case c.Source.Workers < 0:
+		return c.bad("source.workers", "must be >= 0")
+	case c.GN.Name == "" && (c.GN.Model == "" || c.GN.Tokenizer == ""):
+		return c.bad("gn", "name a fetched GN (gn.name) or give gn.model and gn.tokenizer")
+	case !providerRe.MatchString(c.GN.Provider):
+		return c.bad("gn.provider", "%q is not cpu or cuda:N", c.GN.Provider)
+	case c.GN.IntraOpThreads < 0 || c.GN.InterOpThreads < 0:
+		return c.bad("gn", "thread counts must be >= 0")
+	case c.Chunking.K < 3 || c.Chunking.K > 512:
+		return c.bad("chunking.k", "K=%d: must be in [3, 512] (the GN's position limit)", c.Chunking.K)
+	case c.Chunking.S < 3 || c.Chunking.S > c.Chunking.K:
+		return c.bad("chunking.s", "S=%d: must be in [3, K=%d]", c.Chunking.S, c.Chunking.K)
+	case c.Batching.TokenBudget < c.Chunking.K:
+		return c.bad("batching.token_budget", "%d is smaller than one window (K=%d)", c.Batching.TokenBudget, c.Chunking.K)
+	case c.Batching.MaxBatch < 1:
+		return c.bad("batching.max_batch", "must be >= 1")
+	case c.Batching.MaxWait.Duration <= 0:
+		return c.bad("batching.max_wait", "must be > 0")
+	case c.Cache.Dir == "":
+		return c.bad("cache.dir", "missing")
+	case c.Cache.RowsPerShard < 1:
+		return c.bad("cache.rows_per_shard", "must be >= 1")
+	case c.Aggregate.Type != "meanpool":
+		return c.bad("aggregate.type", "unknown aggregation %q (meanpool)", c.Aggregate.Type)
+	case len(c.Sinks) == 0:
+		return c.bad("sinks", "at least one sink is needed")
+	case c.Run.CommitEvery < 1:
+		return c.bad("run.commit_every", "must be >= 1")
+	case c.Run.CommitInterval.Duration <= 0:
+		return c.bad("run.commit_interval", "must be > 0")
+	case c.Run.TokenizeWorkers < 0:
+		return c.bad("run.tokenize_workers", "must be >= 0")
+	case c.Run.Queue < 1:
+		return c.bad("run.queue", "must be >= 1")
+	case c.Run.Progress != "auto" && c.Run.Progress != "bar" && c.Run.Progress != "log" && c.Run.Progress != "off":
+		return c.bad("run.progress", "%q is not auto, bar, log or off", c.Run.Progress)
+	case c.Run.StateDir == "":
+		return c.bad("run.state_dir", "missing")
+	}
+	dirs := map[string]bool{}
+	for i, s := range c.Sinks {
+		p := fmt.Sprintf("sinks.%d", i)
+		if s.Type != "parquet" && s.Type != "jsonl" {
+			return c.bad(p+".type", "unknown sink %q (parquet, jsonl)", s.Type)
+		}
+		if s.Dir == "" {
+			return c.bad(p+".dir", "missing")
+		}
+		if dirs[filepath.Clean(s.Dir)] {
+			return c.bad(p+".dir", "%s is used by another sink", s.Dir)
+		}
+		dirs[filepath.Clean(s.Dir)] = true
+	}
+	return nil
+}
+
+// ModelPaths resolves the GN files: explicit paths win, else REIGNPIPE_HOME/gn/<name>/.
+func (g GNConfig) ModelPaths() (model, tokenizer string) {
+	model, tokenizer = g.Model, g.Tokenizer
+	dir := filepath.Join(Home(), "gn", g.Name)
+	if model == "" {
+		model = filepath.Join(dir, "model.onnx")
+	}
+	if tokenizer == "" {
+		tokenizer = filepath.Join(dir, "tokenizer.json")
+	}
+	return model, tokenizer
+}
+
+// LibraryPath resolves the ORT library: explicit path, REIGNPIPE_ORT_LIB, or the newest one
+// ops/fetch unpacked.
+func (r RuntimeConfig) LibraryPath() (string, error) {
+	if r.ORTLibrary != "" {
+		return r.ORTLibrary, nil
+	}
+	if p := os.Getenv("REIGNPIPE_ORT_LIB"); p != "" {
+		return p, nil
+	}
+	matches, _ := filepath.Glob(filepath.Join(Home(), "ort", "*", "libonnxruntime.so"))
+	if len(matches) == 0 {
+		return "", fmt.Errorf("no ONNX Runtime library under %s/ort: run ops/fetch (or make fetch), or set runtime.ort_library", Home())
+	}
+	return matches[len(matches)-1], nil
+}

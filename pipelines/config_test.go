@@ -1,0 +1,107 @@
+package pipelines
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const minimal = `version: 1
+name: t
+source:
+  type: jsonl
+  path: in.jsonl
+sinks:
+  - type: parquet
+    dir: out/v
+`
+
+func TestParseDefaults(t *testing.T) {
+	c, err := Parse([]byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Chunking.K != 512 || c.Chunking.S != 512 || c.GN.Name != "bge-small-en-v15" || c.Batching.MaxWait.Duration != 20*time.Millisecond {
+		t.Fatalf("defaults not applied: %+v", c)
+	}
+}
+
+func TestRejectsWithLine(t *testing.T) {
+	cases := []struct {
+		name, yaml, want string
+	}{
+		{"unknown key", minimal + "chunking:\n  k: 512\n  stride: 3\n", "line 11: field stride not found"},
+		{"S greater than K", minimal + "chunking:\n  k: 256\n  s: 300\n", "line 11: chunking.s"},
+		{"K too big", minimal + "chunking:\n  k: 1024\n", "line 10: chunking.k"},
+		{"bad provider", minimal + "gn:\n  provider: tpu\n", "line 10: gn.provider"},
+		{"bad duration", minimal + "batching:\n  max_wait: soon\n", "line 10"},
+		{"unknown sink", strings.Replace(minimal, "type: parquet", "type: csv", 1), "line 7: sinks.0.type"},
+		{"duplicate sink dir", minimal + "  - type: jsonl\n    dir: out/v\n", "line 10: sinks.1.dir"},
+		{"unknown source", strings.Replace(minimal, "type: jsonl", "type: rss", 1), "line 4: source.type"},
+		{"no name", strings.Replace(minimal, "name: t\n", "", 1), "name"},
+		{"bad version", strings.Replace(minimal, "version: 1", "version: 2", 1), "line 1: version"},
+		{"wrong type", minimal + "run:\n  queue: many\n", "line 10"},
+		{"negative workers", minimal + "run:\n  tokenize_workers: -1\n", "line 10: run.tokenize_workers"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse([]byte(c.yaml))
+			if err == nil {
+				t.Fatalf("accepted:\n%s", c.yaml)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %q does not contain %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestEnvExpansion(t *testing.T) {
+	t.Setenv("RP_TEST_IN", "/data/x.jsonl")
+	c, err := Parse([]byte(strings.Replace(minimal, "in.jsonl", "${RP_TEST_IN}", 1) + "cache:\n  dir: ${RP_TEST_UNSET:-fallback}/cache\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Source.Path != "/data/x.jsonl" || c.Cache.Dir != "fallback/cache" {
+		t.Fatalf("expansion: %q %q", c.Source.Path, c.Cache.Dir)
+	}
+}
+
+// The shipped pipeline files must stay valid.
+func TestShippedPipelinesLoad(t *testing.T) {
+	files, _ := filepath.Glob("*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no pipeline files")
+	}
+	for _, f := range files {
+		if _, err := Load(f); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+func TestFieldErrorUnwraps(t *testing.T) {
+	_, err := Parse([]byte(minimal + "chunking:\n  s: 1\n"))
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Path != "chunking.s" || fe.Line != 10 {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "none.yaml")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing file: %v", err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(minimal))
+	f.Add([]byte("version: 1\nname: [\n"))
+	f.Add([]byte("sinks: {a: b}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data)
+		if err == nil && c.Validate() != nil {
+			t.Fatal("Parse accepted a config that Validate rejects")
+		}
+	})
+}

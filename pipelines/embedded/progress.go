@@ -1,0 +1,171 @@
+package embedded
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/reignpipe/reignpipe/connectors"
+)
+
+// Progress reports a running pipeline: a redrawn bar on a terminal, plain log lines otherwise.
+type Progress struct {
+	r       *Runner
+	src     connectors.Source
+	mode    string // bar | log | off
+	out     io.Writer
+	every   time.Duration
+	started time.Time
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// StartProgress begins reporting; mode "auto" picks a bar when out is a terminal.
+func StartProgress(r *Runner, src connectors.Source, mode string, out *os.File) *Progress {
+	if mode == "auto" {
+		mode = "log"
+		if fi, err := out.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			mode = "bar"
+		}
+	}
+	p := &Progress{r: r, src: src, mode: mode, out: out, started: time.Now(), stop: make(chan struct{})}
+	p.every = 10 * time.Second
+	if mode == "bar" {
+		p.every = 500 * time.Millisecond
+	}
+	if mode == "off" {
+		return p
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		t := time.NewTicker(p.every)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stop:
+				p.report(true)
+				return
+			case <-t.C:
+				p.report(false)
+			}
+		}
+	}()
+	return p
+}
+
+// Stop ends reporting after one last report.
+func (p *Progress) Stop() {
+	select {
+	case <-p.stop:
+		return
+	default:
+	}
+	close(p.stop)
+	p.wg.Wait()
+}
+
+func (p *Progress) report(final bool) {
+	c := &p.r.C
+	el := time.Since(p.started).Seconds()
+	docs, win, hits, gnw := c.DocsWritten.Load(), c.Windows.Load(), c.CacheHits.Load(), c.GNWindows.Load()
+	st := p.src.Stats()
+	frac, eta := -1.0, ""
+	if st.BytesTotal > 0 {
+		frac = float64(st.BytesRead) / float64(st.BytesTotal)
+		if frac > 0.001 && !final {
+			left := time.Duration(el/frac*(1-frac)) * time.Second
+			eta = left.Round(time.Second).String()
+		}
+	}
+	hitRate := 0.0
+	if win > 0 {
+		hitRate = float64(hits) / float64(win)
+	}
+	if p.mode == "log" {
+		attrs := []any{"docs", docs, "failed", c.DocsFailed.Load(), "windows", win,
+			"windows_per_s", fmt.Sprintf("%.1f", float64(win)/max(el, 1e-9)),
+			"cache_hit_rate", fmt.Sprintf("%.3f", hitRate), "gn_windows", gnw}
+		if frac >= 0 {
+			attrs = append(attrs, "done", fmt.Sprintf("%.1f%%", 100*frac))
+		}
+		if eta != "" {
+			attrs = append(attrs, "eta", eta)
+		}
+		slog.Info("progress", attrs...)
+		return
+	}
+	bar := ""
+	if frac >= 0 {
+		const width = 24
+		n := int(frac * width)
+		bar = "[" + strings.Repeat("=", n) + strings.Repeat(" ", width-n) + fmt.Sprintf("] %5.1f%% ", 100*frac)
+	}
+	line := fmt.Sprintf("\r%sdocs %d  windows %d  %.1f win/s  cache hits %.1f%%  GN %d", bar, docs, win,
+		float64(win)/max(el, 1e-9), 100*hitRate, gnw)
+	if eta != "" {
+		line += "  ETA " + eta
+	}
+	fmt.Fprintf(p.out, "%-100s", line)
+	if final {
+		fmt.Fprintln(p.out)
+	}
+}
+
+// MetricsHandler serves the runner's counters in the Prometheus text format.
+func MetricsHandler(r *Runner, extra func() map[string]float64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		c := &r.C
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		m := []struct {
+			name, kind, help string
+			v                float64
+		}{
+			{"reignpipe_inputs_read_total", "counter", "Inputs read from the source (documents and bad inputs).", float64(c.InputsRead.Load())},
+			{"reignpipe_docs_written_total", "counter", "Documents whose vector was written.", float64(c.DocsWritten.Load())},
+			{"reignpipe_docs_failed_total", "counter", "Inputs sent to the dead-letter output.", float64(c.DocsFailed.Load())},
+			{"reignpipe_windows_total", "counter", "GN windows cut.", float64(c.Windows.Load())},
+			{"reignpipe_cache_hits_total", "counter", "Windows served from the chunk cache.", float64(c.CacheHits.Load())},
+			{"reignpipe_gn_windows_total", "counter", "Windows sent to the GN.", float64(c.GNWindows.Load())},
+			{"reignpipe_tokens_total", "counter", "Content tokens.", float64(c.Tokens.Load())},
+			{"reignpipe_commits_total", "counter", "Durable commits.", float64(c.Commits.Load())},
+			{"reignpipe_in_flight", "gauge", "Inputs between source and writer.", float64(c.InFlight.Load())},
+			{"reignpipe_watermark", "gauge", "Inputs committed from the start of the source.", float64(c.Watermark.Load())},
+		}
+		for _, x := range m {
+			fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %g\n", x.name, x.help, x.name, x.kind, x.name, x.v)
+		}
+		if extra != nil {
+			for k, v := range extra() {
+				fmt.Fprintf(w, "# TYPE %s gauge\n%s %g\n", k, k, v)
+			}
+		}
+	})
+}
+
+// ServeMetrics serves /metrics and /healthz on addr until stop is called.
+func ServeMetrics(addr string, h http.Handler) (stop func(), err error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", h)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	select {
+	case err := <-errc:
+		return nil, err
+	case <-time.After(50 * time.Millisecond):
+	}
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		<-errc
+	}, nil
+}

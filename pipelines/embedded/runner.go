@@ -1,0 +1,361 @@
+// Package embedded runs a pipeline in one process: source → tokenize + chunk → chunk cache /
+// GN → aggregate → sinks, joined by bounded channels so a slow stage pushes back on the source.
+//
+// Goroutines and their owner (Run): one reader, TokenizeWorkers tokenizers, one embedder that
+// looks windows up in the cache and submits misses to the GN batcher, and one writer. The writer
+// owns every durable effect: it adds new chunk rows and doc manifests to the cache, writes
+// vectors to the sinks, and commits (cache flush, then sink flush, then acks and the source
+// checkpoint), so an input is acknowledged only after everything derived from it is durable.
+//
+// Stopping: cancelling the context passed to Run is a soft stop (no new input is read, what is
+// in flight drains and is committed); after DrainTimeout the hard stop abandons in-flight
+// documents, which are not acked and are read again by the next run.
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/schemas"
+	"github.com/reignpipe/reignpipe/stages/aggregate"
+	"github.com/reignpipe/reignpipe/stages/chunk"
+	"github.com/reignpipe/reignpipe/stages/shardcache"
+)
+
+// Tokenizer is the part of the GN tokenizer the runner needs (content ids only; [CLS]/[SEP]
+// are added by the chunker).
+type Tokenizer interface {
+	AppendEncode(dst []int32, text string) []int32
+	CLS() int32
+	SEP() int32
+}
+
+// WindowEmbedder runs GN forward passes. Submit blocks while the embedder's queue is full
+// (back-pressure) or until ctx is done; done is called exactly once, from any goroutine, after
+// out holds the L2-normalised chunk embedding or with the error.
+type WindowEmbedder interface {
+	Submit(ctx context.Context, window []int32, out []float32, done func(error)) error
+}
+
+// ChunkCache is the persistent chunk-embedding cache (stages/shardcache).
+type ChunkCache interface {
+	Get(key uint64, dst []float32) (bool, error)
+	Add(r shardcache.Row) error
+	PutManifest(m shardcache.Manifest) error
+	Flush() error
+}
+
+// Parts are the connected pieces of one pipeline.
+type Parts struct {
+	Source      connectors.Source
+	Tokenizer   Tokenizer
+	Chunking    chunk.Params
+	Fingerprint string // GN fingerprint (window keys, manifests)
+	Dim         int    // GN dimension
+	Embedder    WindowEmbedder
+	Cache       ChunkCache
+	Aggregator  aggregate.Aggregator
+	Sinks       []connectors.Sink
+	DeadLetter  connectors.DeadLetterSink
+}
+
+// Options tune the runner.
+type Options struct {
+	CommitEvery     int           // documents between commits (default 512)
+	CommitInterval  time.Duration // and at most this long between commits (default 10s)
+	TokenizeWorkers int           // default: all cores
+	Queue           int           // documents buffered between stages (default 64)
+	DrainTimeout    time.Duration // soft stop → hard stop (default 30s)
+	// Resume is the number of leading inputs a previous run already committed; they are read
+	// again (sources are deterministic) but skipped.
+	Resume int64
+	// OnCommit persists the new watermark (inputs fully done, counted from the start) after each
+	// commit. An error ends the run.
+	OnCommit func(watermark int64) error
+	Logger   *slog.Logger
+}
+
+func (o *Options) defaults() {
+	if o.CommitEvery <= 0 {
+		o.CommitEvery = 512
+	}
+	if o.CommitInterval <= 0 {
+		o.CommitInterval = 10 * time.Second
+	}
+	if o.TokenizeWorkers <= 0 {
+		o.TokenizeWorkers = runtime.NumCPU()
+	}
+	if o.Queue <= 0 {
+		o.Queue = 64
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Counters are live run figures; read them with Snapshot.
+type Counters struct {
+	InputsRead    atomic.Int64 // documents and bad inputs read in this run (resumed ones included)
+	Resumed       atomic.Int64 // inputs skipped because a previous run committed them
+	DocsWritten   atomic.Int64
+	DocsFailed    atomic.Int64 // dead-lettered
+	Windows       atomic.Int64
+	Tokens        atomic.Int64
+	CacheHits     atomic.Int64
+	GNWindows     atomic.Int64 // windows sent to the GN
+	Commits       atomic.Int64
+	Watermark     atomic.Int64
+	InFlight      atomic.Int64
+	Abandoned     atomic.Int64 // in flight at a hard stop; re-read next run
+	ChunkRowsNew  atomic.Int64
+	ManifestsPut  atomic.Int64
+	DeadLetters   atomic.Int64
+	ProcessedDocs atomic.Int64 // documents that reached the writer
+}
+
+// item is one input on its way through the stages.
+type item struct {
+	seq     int64
+	doc     schemas.Document
+	bad     *connectors.BadInputError
+	ack     connectors.AckFunc
+	hash    uint64
+	nTokens int
+	windows [][]int32
+	keys    []uint64
+	emb     [][]float32
+	miss    []bool
+	pending atomic.Int32
+	errMu   sync.Mutex
+	err     error
+	stage   string
+}
+
+func (it *item) fail(stage string, err error) {
+	it.errMu.Lock()
+	if it.err == nil {
+		it.err, it.stage = err, stage
+	}
+	it.errMu.Unlock()
+}
+
+// Runner executes one pipeline once.
+type Runner struct {
+	parts Parts
+	opt   Options
+	C     Counters
+}
+
+// New checks the parts and returns a runner.
+func New(p Parts, opt Options) (*Runner, error) {
+	opt.defaults()
+	switch {
+	case p.Source == nil:
+		return nil, errors.New("embedded: no source")
+	case p.Tokenizer == nil:
+		return nil, errors.New("embedded: no tokenizer")
+	case p.Embedder == nil:
+		return nil, errors.New("embedded: no GN embedder")
+	case p.Cache == nil:
+		return nil, errors.New("embedded: no chunk cache")
+	case p.Aggregator == nil:
+		return nil, errors.New("embedded: no aggregator")
+	case len(p.Sinks) == 0:
+		return nil, errors.New("embedded: no sink")
+	case p.DeadLetter == nil:
+		return nil, errors.New("embedded: no dead-letter output")
+	case p.Dim <= 0 || p.Fingerprint == "":
+		return nil, errors.New("embedded: GN dimension and fingerprint are required")
+	}
+	if err := p.Chunking.Validate(); err != nil {
+		return nil, err
+	}
+	return &Runner{parts: p, opt: opt}, nil
+}
+
+// Run processes the source to its end (or until ctx is cancelled: soft stop) and returns after
+// the last commit. The error is the first fatal one (a sink or the cache failing); bad inputs
+// are not errors, they are dead-lettered and counted.
+func (r *Runner) Run(ctx context.Context) error {
+	// hardCtx ends in-flight work; it is cancelled DrainTimeout after ctx, or on a fatal error.
+	hardCtx, hardCancel := context.WithCancelCause(context.Background())
+	defer hardCancel(nil)
+	stopWatch := context.AfterFunc(ctx, func() {
+		r.opt.Logger.Info("soft stop: draining in-flight documents", "deadline", r.opt.DrainTimeout)
+		t := time.AfterFunc(r.opt.DrainTimeout, func() { hardCancel(errors.New("drain deadline passed")) })
+		context.AfterFunc(hardCtx, func() { t.Stop() })
+	})
+	defer stopWatch()
+
+	toTok := make(chan *item, r.opt.Queue)
+	toEmb := make(chan *item, r.opt.Queue)
+	done := make(chan *item, r.opt.Queue)
+	var fatalOnce sync.Once
+	var fatal error
+	fail := func(err error) {
+		fatalOnce.Do(func() { fatal = err; hardCancel(err) })
+	}
+
+	var wg sync.WaitGroup
+	// Reader: stops reading on the soft stop (ctx) or a fatal error.
+	readCtx, readCancel := context.WithCancel(ctx)
+	defer readCancel()
+	context.AfterFunc(hardCtx, readCancel)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(toTok)
+		if err := r.read(readCtx, toTok); err != nil {
+			fail(err)
+		}
+	}()
+
+	var tokWG sync.WaitGroup
+	for i := 0; i < r.opt.TokenizeWorkers; i++ {
+		tokWG.Add(1)
+		go func() {
+			defer tokWG.Done()
+			for it := range toTok {
+				if it.bad == nil {
+					r.tokenize(it)
+				}
+				toEmb <- it
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); tokWG.Wait(); close(toEmb) }()
+
+	// Embedder: every item it receives is delivered to done exactly once.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var inflight sync.WaitGroup
+		deliver := func(it *item) { done <- it; inflight.Done() }
+		for it := range toEmb {
+			inflight.Add(1)
+			if it.bad != nil || it.err != nil {
+				deliver(it)
+				continue
+			}
+			r.embed(hardCtx, it, deliver)
+		}
+		inflight.Wait()
+		close(done)
+	}()
+
+	if err := r.write(hardCtx, done); err != nil {
+		fail(err)
+		for range done { // let the other stages finish; nothing more is committed
+		}
+	}
+	wg.Wait()
+	if fatal != nil {
+		return fatal
+	}
+	return nil
+}
+
+func (r *Runner) read(ctx context.Context, out chan<- *item) error {
+	var seq int64
+	for {
+		doc, ack, err := r.parts.Source.Read(ctx)
+		var bad *connectors.BadInputError
+		switch {
+		case err == nil:
+		case errors.As(err, &bad):
+		case errors.Is(err, io.EOF):
+			return nil
+		case ctx.Err() != nil:
+			return nil // soft stop
+		default:
+			return fmt.Errorf("source: %w", err)
+		}
+		r.C.InputsRead.Add(1)
+		s := seq
+		seq++
+		if s < r.opt.Resume {
+			r.C.Resumed.Add(1)
+			if ack != nil {
+				_ = ack(ctx, nil)
+			}
+			continue
+		}
+		it := &item{seq: s, doc: doc, bad: bad, ack: ack}
+		r.C.InFlight.Add(1)
+		select {
+		case out <- it:
+		case <-ctx.Done():
+			r.C.InFlight.Add(-1)
+			return nil
+		}
+	}
+}
+
+func (r *Runner) tokenize(it *item) {
+	p := r.parts
+	it.hash = it.doc.ContentHash()
+	ids := p.Tokenizer.AppendEncode(nil, it.doc.Text)
+	it.nTokens = len(ids)
+	it.windows = p.Chunking.Windows(ids, p.Tokenizer.CLS(), p.Tokenizer.SEP())
+	it.keys = make([]uint64, len(it.windows))
+	for i, w := range it.windows {
+		it.keys[i] = chunk.Key(p.Fingerprint, p.Chunking, w)
+	}
+	r.C.Tokens.Add(int64(len(ids)))
+}
+
+// embed fills it.emb from the cache and submits the misses; deliver is called once, when every
+// window has its embedding or failed.
+func (r *Runner) embed(ctx context.Context, it *item, deliver func(*item)) {
+	n, dim := len(it.windows), r.parts.Dim
+	buf := make([]float32, n*dim)
+	it.emb = make([][]float32, n)
+	it.miss = make([]bool, n)
+	r.C.Windows.Add(int64(n))
+	it.pending.Store(1) // held until every miss is submitted
+	finish := func() {
+		if it.pending.Add(-1) == 0 {
+			deliver(it)
+		}
+	}
+	for i := range it.windows {
+		it.emb[i] = buf[i*dim : (i+1)*dim : (i+1)*dim]
+		hit, err := r.parts.Cache.Get(it.keys[i], it.emb[i])
+		if err != nil {
+			it.fail("cache", fmt.Errorf("cache lookup of window %d: %w", i, err))
+			break
+		}
+		if hit {
+			r.C.CacheHits.Add(1)
+			continue
+		}
+		it.miss[i] = true
+		it.pending.Add(1)
+		r.C.GNWindows.Add(1)
+		idx := i
+		err = r.parts.Embedder.Submit(ctx, it.windows[i], it.emb[i], func(err error) {
+			if err != nil {
+				it.fail("gn", fmt.Errorf("GN on window %d: %w", idx, err))
+			}
+			finish()
+		})
+		if err != nil {
+			it.fail("gn", fmt.Errorf("submitting window %d: %w", i, err))
+			it.pending.Add(-1)
+			break
+		}
+	}
+	finish()
+}

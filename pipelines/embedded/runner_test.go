@@ -1,0 +1,374 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/schemas"
+	"github.com/reignpipe/reignpipe/stages/aggregate"
+	"github.com/reignpipe/reignpipe/stages/chunk"
+	"github.com/reignpipe/reignpipe/stages/shardcache"
+)
+
+const dim = 8
+
+// sliceSource yields documents; an entry with ID "bad:*" is returned as a bad input.
+type sliceSource struct {
+	docs  []schemas.Document
+	i     int
+	delay time.Duration
+	acked atomic.Int64
+}
+
+func (s *sliceSource) Read(ctx context.Context) (schemas.Document, connectors.AckFunc, error) {
+	if s.delay > 0 {
+		select {
+		case <-time.After(s.delay):
+		case <-ctx.Done():
+			return schemas.Document{}, nil, ctx.Err()
+		}
+	}
+	if s.i >= len(s.docs) {
+		return schemas.Document{}, nil, io.EOF
+	}
+	d := s.docs[s.i]
+	s.i++
+	ack := func(context.Context, error) error { s.acked.Add(1); return nil }
+	if strings.HasPrefix(d.ID, "bad:") {
+		return schemas.Document{}, ack, &connectors.BadInputError{DocID: d.ID, Position: fmt.Sprint(s.i), Reason: errors.New("malformed")}
+	}
+	return d, ack, nil
+}
+func (s *sliceSource) Stats() connectors.SourceStats { return connectors.SourceStats{Read: int64(s.i)} }
+func (s *sliceSource) Close(context.Context) error   { return nil }
+
+// wordTokenizer maps each space-separated word to an id.
+type wordTokenizer struct{}
+
+func (wordTokenizer) AppendEncode(dst []int32, text string) []int32 {
+	for _, w := range strings.Fields(text) {
+		h := fnv.New32a()
+		h.Write([]byte(w))
+		dst = append(dst, int32(h.Sum32()%30000)+10)
+	}
+	return dst
+}
+func (wordTokenizer) CLS() int32 { return 1 }
+func (wordTokenizer) SEP() int32 { return 2 }
+
+// fakeGN embeds a window as a deterministic unit vector of its tokens, asynchronously.
+type fakeGN struct {
+	calls  atomic.Int64
+	failOn int32 // a window containing this token fails
+	wg     sync.WaitGroup
+}
+
+func vectorOf(w []int32) []float32 {
+	v := make([]float32, dim)
+	for i, id := range w {
+		v[(int(id)+i)%dim] += float32(id%7) + 1
+	}
+	var n float64
+	for _, x := range v {
+		n += float64(x * x)
+	}
+	for i := range v {
+		v[i] /= float32(math.Sqrt(n))
+	}
+	return v
+}
+
+func (g *fakeGN) Submit(ctx context.Context, w []int32, out []float32, done func(error)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	g.calls.Add(1)
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		for _, id := range w {
+			if g.failOn != 0 && id == g.failOn {
+				done(errors.New("forward pass failed"))
+				return
+			}
+		}
+		copy(out, vectorOf(w))
+		done(nil)
+	}()
+	return nil
+}
+
+type memSink struct {
+	mu      sync.Mutex
+	buf     []schemas.DocVector
+	durable []schemas.DocVector
+	failOn  string
+	flushes int
+}
+
+func (m *memSink) Write(_ context.Context, v schemas.DocVector) error {
+	if m.failOn != "" && v.DocID == m.failOn {
+		return errors.New("disk full")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.buf = append(m.buf, v)
+	return nil
+}
+func (m *memSink) Flush(context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.durable = append(m.durable, m.buf...)
+	m.buf = nil
+	m.flushes++
+	return nil
+}
+func (m *memSink) Close(ctx context.Context) error { return m.Flush(ctx) }
+
+type memDL struct {
+	mu sync.Mutex
+	d  []schemas.DeadLetter
+}
+
+func (m *memDL) WriteDeadLetter(_ context.Context, d schemas.DeadLetter) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.d = append(m.d, d)
+	return nil
+}
+func (m *memDL) Close(context.Context) error { return nil }
+
+func corpus(n int) []schemas.Document {
+	var docs []schemas.Document
+	for i := 0; i < n; i++ {
+		words := make([]string, 3+i*7%40) // 3..42 words: 1 to 6 windows at K=10
+		for j := range words {
+			words[j] = fmt.Sprintf("w%d", (i*13+j)%50)
+		}
+		docs = append(docs, schemas.Document{ID: fmt.Sprintf("t:%d", i), Source: "t", Version: "1", Title: fmt.Sprint("doc ", i), Text: strings.Join(words, " ")})
+	}
+	return docs
+}
+
+type rig struct {
+	src   *sliceSource
+	gn    *fakeGN
+	cache *shardcache.Cache
+	sink  *memSink
+	dl    *memDL
+	r     *Runner
+}
+
+func newRig(t *testing.T, dir string, docs []schemas.Document, opt Options) *rig {
+	t.Helper()
+	p := chunk.Params{K: 10, S: 10}
+	cache, err := shardcache.Open(shardcache.Options{Dir: dir, Fingerprint: "fake-gn", Dim: dim, K: p.K, S: p.S, RowsPerShard: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cache.Close() })
+	agg, _ := aggregate.NewMeanPool(dim, "fake-gn")
+	rg := &rig{src: &sliceSource{docs: docs}, gn: &fakeGN{}, cache: cache, sink: &memSink{}, dl: &memDL{}}
+	if opt.CommitEvery == 0 {
+		opt.CommitEvery = 4
+	}
+	opt.TokenizeWorkers = 3
+	rg.r, err = New(Parts{Source: rg.src, Tokenizer: wordTokenizer{}, Chunking: p, Fingerprint: "fake-gn", Dim: dim,
+		Embedder: rg.gn, Cache: cache, Aggregator: agg, Sinks: []connectors.Sink{rg.sink}, DeadLetter: rg.dl}, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rg
+}
+
+func TestEveryInputAccountedAndVectorsCorrect(t *testing.T) {
+	docs := corpus(40)
+	docs = append(docs[:10], append([]schemas.Document{{ID: "bad:x"}}, docs[10:]...)...)
+	var marks []int64
+	rg := newRig(t, t.TempDir(), docs, Options{OnCommit: func(w int64) error { marks = append(marks, w); return nil }})
+	if err := rg.r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c := &rg.r.C
+	if c.InputsRead.Load() != 41 || c.DocsWritten.Load() != 40 || c.DocsFailed.Load() != 1 {
+		t.Fatalf("read %d written %d failed %d", c.InputsRead.Load(), c.DocsWritten.Load(), c.DocsFailed.Load())
+	}
+	if rg.src.acked.Load() != 41 || marks[len(marks)-1] != 41 {
+		t.Fatalf("acked %d, last watermark %v", rg.src.acked.Load(), marks)
+	}
+	if len(rg.dl.d) != 1 || rg.dl.d[0].DocID != "bad:x" || rg.dl.d[0].Stage != "source" {
+		t.Fatalf("dead letters %+v", rg.dl.d)
+	}
+	got := map[string]schemas.DocVector{}
+	for _, v := range rg.sink.durable {
+		got[v.DocID] = v
+	}
+	if len(got) != 40 || len(rg.sink.buf) != 0 {
+		t.Fatalf("%d durable vectors, %d unflushed", len(got), len(rg.sink.buf))
+	}
+	p := chunk.Params{K: 10, S: 10}
+	agg, _ := aggregate.NewMeanPool(dim, "fake-gn")
+	for _, d := range docs {
+		if strings.HasPrefix(d.ID, "bad:") {
+			continue
+		}
+		ids := wordTokenizer{}.AppendEncode(nil, d.Text)
+		var chunks [][]float32
+		for _, w := range p.Windows(ids, 1, 2) {
+			chunks = append(chunks, vectorOf(w))
+		}
+		want := make([]float32, dim)
+		agg.Aggregate(chunks, want)
+		v := got[d.ID]
+		if v.NChunks != len(chunks) || v.NTokens != len(ids) || v.ContentHash != d.ContentHash() || v.Space != "gn-meanpool:fake-gn" {
+			t.Fatalf("%s: %+v", d.ID, v)
+		}
+		for i := range want {
+			if math.Abs(float64(want[i]-v.Vector[i])) > 1e-6 {
+				t.Fatalf("%s vector %v want %v", d.ID, v.Vector, want)
+			}
+		}
+		m, ok, err := rg.cache.Manifest(d.ID)
+		if err != nil || !ok || len(m.Keys) != len(chunks) {
+			t.Fatalf("%s manifest %+v %v %v", d.ID, m, ok, err)
+		}
+	}
+}
+
+func TestSecondRunSendsNothingToGN(t *testing.T) {
+	dir := t.TempDir()
+	docs := corpus(30)
+	first := newRig(t, dir, docs, Options{})
+	if err := first.r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if first.gn.calls.Load() == 0 {
+		t.Fatal("first run embedded nothing")
+	}
+	first.cache.Close()
+	second := newRig(t, dir, docs, Options{})
+	if err := second.r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := second.gn.calls.Load(); n != 0 || second.r.C.GNWindows.Load() != 0 {
+		t.Fatalf("second run sent %d windows to the GN", n)
+	}
+	if second.r.C.CacheHits.Load() != second.r.C.Windows.Load() || second.r.C.DocsWritten.Load() != 30 {
+		t.Fatalf("hits %d of %d windows, %d written", second.r.C.CacheHits.Load(), second.r.C.Windows.Load(), second.r.C.DocsWritten.Load())
+	}
+	for i, v := range second.sink.durable {
+		_ = i
+		var w schemas.DocVector
+		for _, x := range first.sink.durable {
+			if x.DocID == v.DocID {
+				w = x
+			}
+		}
+		for j := range v.Vector {
+			if v.Vector[j] != w.Vector[j] {
+				t.Fatalf("%s: cached vector differs from computed one", v.DocID)
+			}
+		}
+	}
+}
+
+// Interrupt a run, resume from its watermark: every document ends up written, none lost, and
+// nothing already committed is read into the pipeline again.
+func TestInterruptAndResume(t *testing.T) {
+	dir := t.TempDir()
+	docs := corpus(60)
+	var wm atomic.Int64
+	first := newRig(t, dir, docs, Options{CommitEvery: 3, OnCommit: func(w int64) error { wm.Store(w); return nil }})
+	first.src.delay = 2 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for first.r.C.DocsWritten.Load() < 15 {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	if err := first.r.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := wm.Load()
+	if w < 15 || w >= 60 {
+		t.Fatalf("watermark after interrupt = %d", w)
+	}
+	seen := map[string]int{}
+	for _, v := range first.sink.durable {
+		seen[v.DocID]++
+	}
+	first.cache.Close()
+	second := newRig(t, dir, docs, Options{Resume: w})
+	if err := second.r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if second.r.C.Resumed.Load() != w {
+		t.Fatalf("resumed %d, want %d", second.r.C.Resumed.Load(), w)
+	}
+	for _, v := range second.sink.durable {
+		seen[v.DocID]++
+	}
+	for _, d := range docs {
+		if seen[d.ID] == 0 {
+			t.Fatalf("%s lost", d.ID)
+		}
+	}
+	if second.r.C.DocsWritten.Load() != int64(60)-w {
+		t.Fatalf("second run wrote %d, want %d", second.r.C.DocsWritten.Load(), 60-w)
+	}
+}
+
+func TestGNFailureIsDeadLetteredAndRunContinues(t *testing.T) {
+	docs := corpus(10)
+	rg := newRig(t, t.TempDir(), docs, Options{})
+	rg.gn.failOn = wordTokenizer{}.AppendEncode(nil, "w13")[0] // appears in some documents only
+	if err := rg.r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c := &rg.r.C
+	if c.DocsFailed.Load() == 0 || c.DocsWritten.Load()+c.DocsFailed.Load() != 10 {
+		t.Fatalf("written %d failed %d", c.DocsWritten.Load(), c.DocsFailed.Load())
+	}
+	for _, d := range rg.dl.d {
+		if d.Stage != "gn" || !strings.Contains(d.Err, "forward pass failed") || d.DocID == "" {
+			t.Fatalf("dead letter %+v", d)
+		}
+	}
+}
+
+func TestSinkFailureIsFatal(t *testing.T) {
+	rg := newRig(t, t.TempDir(), corpus(20), Options{})
+	rg.sink.failOn = "t:7"
+	err := rg.r.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("got %v", err)
+	}
+	if w := rg.r.C.Watermark.Load(); w >= 20 {
+		t.Fatalf("watermark %d moved past the failed write", w)
+	}
+}
+
+func TestWatermark(t *testing.T) {
+	w := &watermark{next: 5, done: map[int64]bool{}}
+	for _, s := range []int64{7, 6, 3, 9} {
+		w.mark(s)
+	}
+	if w.next != 5 {
+		t.Fatalf("next %d", w.next)
+	}
+	w.mark(5)
+	if w.next != 8 || len(w.done) != 1 {
+		t.Fatalf("next %d done %v", w.next, w.done)
+	}
+}

@@ -1,0 +1,74 @@
+package embedded
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/reignpipe/reignpipe/connectors"
+)
+
+// Summary is the JSON run summary every run writes and prints. Its input counts add up:
+// inputs_read = written + failed + resumed + abandoned (skipped inputs are counted by the
+// source before they become inputs, by reason).
+type Summary struct {
+	Pipeline    string    `json:"pipeline"`
+	Started     time.Time `json:"started"`
+	WallSeconds float64   `json:"wall_seconds"`
+	Stopped     string    `json:"stopped"` // completed | interrupted | failed
+	Error       string    `json:"error,omitempty"`
+
+	InputsRead  int64            `json:"inputs_read"`
+	DocsWritten int64            `json:"docs_written"`
+	DocsFailed  int64            `json:"docs_failed"`
+	DocsResumed int64            `json:"docs_resumed"` // committed by an earlier run, skipped
+	Abandoned   int64            `json:"docs_abandoned"`
+	Skipped     map[string]int64 `json:"docs_skipped"`
+
+	Tokens        int64    `json:"tokens"`
+	Windows       int64    `json:"windows"`
+	CacheHits     int64    `json:"cache_hits"`
+	CacheHitRate  float64  `json:"cache_hit_rate"`
+	GNWindows     int64    `json:"gn_windows"`
+	GNForward     int64    `json:"gn_forward_passes"`
+	GNPadRatio    float64  `json:"gn_padding_ratio"` // padded tokens / real tokens in GN batches
+	ChunkRowsNew  int64    `json:"chunk_rows_written"`
+	WindowsPerSec float64  `json:"windows_per_second"`
+	Watermark     int64    `json:"watermark"`
+	Space         string   `json:"vector_space"`
+	DeadLetter    string   `json:"dead_letter,omitempty"`
+	Outputs       []string `json:"outputs"`
+}
+
+// Summarize fills the counts from a finished run.
+func (r *Runner) Summarize(s *Summary, src connectors.SourceStats) {
+	c := &r.C
+	s.WallSeconds = time.Since(s.Started).Seconds()
+	s.InputsRead = c.InputsRead.Load()
+	s.DocsWritten = c.DocsWritten.Load()
+	s.DocsFailed = c.DocsFailed.Load()
+	s.DocsResumed = c.Resumed.Load()
+	s.Abandoned = c.Abandoned.Load()
+	s.Skipped = src.Skipped
+	if s.Skipped == nil {
+		s.Skipped = map[string]int64{}
+	}
+	s.Tokens = c.Tokens.Load()
+	s.Windows = c.Windows.Load()
+	s.CacheHits = c.CacheHits.Load()
+	if s.Windows > 0 {
+		s.CacheHitRate = float64(s.CacheHits) / float64(s.Windows)
+	}
+	s.GNWindows = c.GNWindows.Load()
+	s.ChunkRowsNew = c.ChunkRowsNew.Load()
+	if s.WallSeconds > 0 {
+		s.WindowsPerSec = float64(s.Windows) / s.WallSeconds
+	}
+	s.Watermark = c.Watermark.Load()
+	s.Space = r.parts.Aggregator.Space()
+}
+
+// JSON renders the summary.
+func (s *Summary) JSON() []byte {
+	b, _ := json.MarshalIndent(s, "", "  ")
+	return append(b, '\n')
+}

@@ -1,0 +1,196 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/reignpipe/reignpipe/schemas"
+	"github.com/reignpipe/reignpipe/stages/shardcache"
+)
+
+// watermark tracks the longest prefix of inputs (by read order) that is fully done, so a
+// restart can skip exactly those, whatever order documents finished in.
+type watermark struct {
+	next int64          // every seq < next is done
+	done map[int64]bool // done seqs >= next (bounded by what is in flight)
+}
+
+func (w *watermark) mark(seq int64) {
+	if seq < w.next {
+		return
+	}
+	w.done[seq] = true
+	for w.done[w.next] {
+		delete(w.done, w.next)
+		w.next++
+	}
+}
+
+// write is the writer goroutine: it owns the cache writes, the sinks, the dead-letter output
+// and the watermark. It returns when done is closed (after a final commit) or on a fatal error.
+func (r *Runner) write(ctx context.Context, done <-chan *item) error {
+	wm := &watermark{next: r.opt.Resume, done: map[int64]bool{}}
+	r.C.Watermark.Store(wm.next)
+	var pending []*item // written to sinks, not yet committed
+	ticker := time.NewTicker(r.opt.CommitInterval)
+	defer ticker.Stop()
+
+	commit := func() error {
+		if len(pending) == 0 {
+			return nil
+		}
+		// Order matters: chunk rows and manifests first (vectors are derived from them), then
+		// the sinks; only when both are durable are the inputs acked and the watermark moved.
+		if err := r.parts.Cache.Flush(); err != nil {
+			return fmt.Errorf("chunk cache flush: %w", err)
+		}
+		for _, s := range r.parts.Sinks {
+			if err := s.Flush(ctx); err != nil {
+				return fmt.Errorf("sink flush: %w", err)
+			}
+		}
+		for _, it := range pending {
+			r.ack(ctx, it, nil)
+			wm.mark(it.seq)
+		}
+		pending = pending[:0]
+		return r.advance(wm)
+	}
+
+	for {
+		select {
+		case it, ok := <-done:
+			if !ok {
+				if err := commit(); err != nil {
+					return err
+				}
+				if r.C.Abandoned.Load() > 0 {
+					r.opt.Logger.Warn("hard stop: in-flight documents abandoned; the next run reads them again",
+						"abandoned", r.C.Abandoned.Load())
+				}
+				return nil
+			}
+			r.C.ProcessedDocs.Add(1)
+			r.C.InFlight.Add(-1)
+			written, err := r.handle(ctx, it)
+			if err != nil {
+				return err
+			}
+			if written {
+				pending = append(pending, it)
+			} else if it.err == nil || !isCancel(it.err) {
+				wm.mark(it.seq) // dead-lettered durably: done
+				if err := r.advance(wm); err != nil {
+					return err
+				}
+			}
+			if len(pending) >= r.opt.CommitEvery {
+				if err := commit(); err != nil {
+					return err
+				}
+			}
+		case <-ticker.C:
+			if err := commit(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (r *Runner) advance(wm *watermark) error {
+	if wm.next == r.C.Watermark.Load() {
+		return nil
+	}
+	r.C.Watermark.Store(wm.next)
+	r.C.Commits.Add(1)
+	if r.opt.OnCommit != nil {
+		if err := r.opt.OnCommit(wm.next); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+	}
+	return nil
+}
+
+func isCancel(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+func (r *Runner) ack(ctx context.Context, it *item, err error) {
+	if it.ack == nil {
+		return
+	}
+	if aerr := it.ack(ctx, err); aerr != nil {
+		r.opt.Logger.Warn("ack failed; the input may be delivered again", "doc", it.doc.ID, "err", aerr)
+	}
+}
+
+// handle turns one finished item into sink writes (true) or a dead letter (false). A returned
+// error is fatal.
+func (r *Runner) handle(ctx context.Context, it *item) (bool, error) {
+	if it.bad != nil {
+		return false, r.deadLetter(ctx, it, schemas.DeadLetter{
+			DocID: it.bad.DocID, Position: it.bad.Position, Stage: "source", Err: it.bad.Reason.Error(),
+		})
+	}
+	if it.err != nil {
+		if isCancel(it.err) {
+			// Not the document's fault: a hard stop. Not acked, read again next run.
+			r.C.Abandoned.Add(1)
+			return false, nil
+		}
+		return false, r.deadLetter(ctx, it, schemas.DeadLetter{
+			DocID: it.doc.ID, Source: it.doc.Source, Position: fmt.Sprintf("input %d", it.seq), Stage: it.stage, Err: it.err.Error(),
+		})
+	}
+	agg := r.parts.Aggregator
+	vec := make([]float32, agg.Dim())
+	if err := agg.Aggregate(it.emb, vec); err != nil {
+		return false, r.deadLetter(ctx, it, schemas.DeadLetter{
+			DocID: it.doc.ID, Source: it.doc.Source, Position: fmt.Sprintf("input %d", it.seq), Stage: "aggregate", Err: err.Error(),
+		})
+	}
+	for i, miss := range it.miss {
+		if !miss {
+			continue
+		}
+		row := shardcache.Row{Key: it.keys[i], DocID: it.doc.ID, ChunkIndex: int32(i), NTokens: int32(len(it.windows[i])), Embedding: it.emb[i]}
+		if err := r.parts.Cache.Add(row); err != nil {
+			return false, fmt.Errorf("chunk cache add (%s window %d): %w", it.doc.ID, i, err)
+		}
+		r.C.ChunkRowsNew.Add(1)
+	}
+	m := shardcache.Manifest{
+		DocID: it.doc.ID, Version: it.doc.Version, ContentHash: it.hash, Fingerprint: r.parts.Fingerprint,
+		K: r.parts.Chunking.K, S: r.parts.Chunking.S, Keys: it.keys,
+	}
+	if err := r.parts.Cache.PutManifest(m); err != nil {
+		return false, fmt.Errorf("doc manifest (%s): %w", it.doc.ID, err)
+	}
+	r.C.ManifestsPut.Add(1)
+	v := schemas.DocVector{
+		DocID: it.doc.ID, Title: it.doc.Title, Source: it.doc.Source, Version: it.doc.Version,
+		ContentHash: it.hash, NChunks: len(it.windows), NTokens: it.nTokens, Space: agg.Space(), Vector: vec,
+	}
+	for _, s := range r.parts.Sinks {
+		if err := s.Write(ctx, v); err != nil {
+			return false, fmt.Errorf("sink write (%s): %w", it.doc.ID, err)
+		}
+	}
+	r.C.DocsWritten.Add(1)
+	// Free the window buffers now: the item stays pending until the commit.
+	it.windows, it.emb, it.doc.Text = nil, nil, ""
+	return true, nil
+}
+
+func (r *Runner) deadLetter(ctx context.Context, it *item, d schemas.DeadLetter) error {
+	if err := r.parts.DeadLetter.WriteDeadLetter(ctx, d); err != nil {
+		return fmt.Errorf("dead-letter output: %w", err)
+	}
+	r.C.DocsFailed.Add(1)
+	r.C.DeadLetters.Add(1)
+	r.opt.Logger.Warn("input failed; sent to the dead-letter output", "doc", d.DocID, "stage", d.Stage, "err", d.Err)
+	r.ack(ctx, it, errors.New(d.Err))
+	return nil
+}
