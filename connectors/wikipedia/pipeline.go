@@ -1,0 +1,378 @@
+package wikipedia
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/dsnet/compress/bzip2"
+	"github.com/klauspost/compress/gzip"
+	"golang.org/x/text/encoding/unicode"
+	"golang.org/x/text/transform"
+
+	"github.com/reignpipe/reignpipe/connectors/wikipedia/wikitext"
+	"github.com/reignpipe/reignpipe/schemas"
+)
+
+type compression int
+
+const (
+	compNone compression = iota
+	compBzip2
+	compGzip
+)
+
+type textEncoding int
+
+const (
+	encUTF8 textEncoding = iota
+	encUTF16LE
+	encUTF16BE
+)
+
+// sniffEncoding looks at the first decompressed bytes: a BOM, or "<" as UTF-16 without one.
+func sniffEncoding(b []byte) (enc textEncoding, bom int) {
+	switch {
+	case len(b) >= 3 && b[0] == 0xEF && b[1] == 0xBB && b[2] == 0xBF:
+		return encUTF8, 3
+	case len(b) >= 2 && b[0] == 0xFF && b[1] == 0xFE:
+		return encUTF16LE, 2
+	case len(b) >= 2 && b[0] == 0xFE && b[1] == 0xFF:
+		return encUTF16BE, 2
+	case len(b) >= 2 && b[0] == '<' && b[1] == 0:
+		return encUTF16LE, 0
+	case len(b) >= 2 && b[0] == 0 && b[1] == '<':
+		return encUTF16BE, 0
+	}
+	return encUTF8, 0
+}
+
+func sniffCompression(b []byte) compression {
+	switch {
+	case len(b) >= 3 && string(b[:3]) == "BZh":
+		return compBzip2
+	case len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b:
+		return compGzip
+	}
+	return compNone
+}
+
+// countingReader counts bytes read from the file, for BytesRead.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// decompress wraps r per the file's compression.
+func decompress(r io.Reader, comp compression) (io.Reader, func(), error) {
+	switch comp {
+	case compBzip2:
+		bz, err := bzip2.NewReader(r, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		return bz, func() { bz.Close() }, nil
+	case compGzip:
+		gz, err := gzip.NewReader(r)
+		if err != nil {
+			return nil, nil, err
+		}
+		return gz, func() { gz.Close() }, nil
+	}
+	return r, func() {}, nil
+}
+
+// decode skips the BOM (first segment only) and transcodes UTF-16 to UTF-8.
+func decode(r io.Reader, enc textEncoding, bom int) (io.Reader, error) {
+	if bom > 0 {
+		if _, err := io.CopyN(io.Discard, r, int64(bom)); err != nil {
+			return nil, fmt.Errorf("reading byte order mark: %w", err)
+		}
+	}
+	switch enc {
+	case encUTF16LE:
+		return transform.NewReader(r, unicode.UTF16(unicode.LittleEndian, unicode.IgnoreBOM).NewDecoder()), nil
+	case encUTF16BE:
+		return transform.NewReader(r, unicode.UTF16(unicode.BigEndian, unicode.IgnoreBOM).NewDecoder()), nil
+	}
+	return r, nil
+}
+
+// item is one scanned element, in file order. Documents leave the worker without ID and
+// Source: the Source may come from <siteinfo>, which only Read sees in order.
+type item struct {
+	ordinal int64 // page number within the segment, from 1
+	site    string
+	isSite  bool
+	doc     schemas.Document
+	pageID  string
+	title   string
+	bad     error
+}
+
+type batch struct {
+	items   []item
+	pages   int64
+	skipped map[string]int64
+	err     error
+}
+
+// segRun is one segment's result stream, handed to Read in file order.
+type segRun struct {
+	seg  segment
+	read atomic.Int64 // compressed bytes consumed so far
+	ch   chan batch
+}
+
+const (
+	batchItems = 64
+	batchBytes = 8 << 20
+)
+
+// process decompresses, scans and converts one segment, sending batches on run.ch. It owns
+// and waits for the read-ahead goroutine it may start.
+func (r *Reader) process(ctx context.Context, run *segRun) {
+	send := func(b batch) bool {
+		select {
+		case run.ch <- b:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	if err := r.scanSegment(ctx, run, send); err != nil && ctx.Err() == nil {
+		send(batch{err: fmt.Errorf("wikipedia: %s bytes %d-%d: %w", r.base, run.seg.off, run.seg.end, err)})
+	}
+}
+
+func (r *Reader) scanSegment(ctx context.Context, run *segRun, send func(batch) bool) error {
+	f, err := os.Open(r.opts.Path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var src io.Reader = countingReader{io.NewSectionReader(f, run.seg.off, run.seg.end-run.seg.off), &run.read}
+	if r.multistream {
+		if err := checkStreamStart(f, run.seg.off); err != nil {
+			return err
+		}
+	}
+	dec, closeDec, err := decompress(src, r.comp)
+	if err != nil {
+		return err
+	}
+	defer closeDec()
+	if !r.multistream && r.comp != compNone {
+		// One stream: decompress on another core while this one scans and converts.
+		ra := newReadahead(ctx, dec)
+		defer ra.stop()
+		dec = ra
+	}
+	bom := 0
+	if run.seg.first {
+		bom = r.bom
+	}
+	text, err := decode(dec, r.enc, bom)
+	if err != nil {
+		return err
+	}
+	sc := newScanner(text)
+	cur := batch{skipped: map[string]int64{}}
+	size := 0
+	var ordinal int64
+	for {
+		kind, elem, err := sc.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			// Hand out what came before the failure, then the failure.
+			if len(cur.items) > 0 || cur.pages > 0 {
+				send(cur)
+			}
+			return err
+		}
+		switch kind {
+		case elemSiteinfo:
+			cur.items = append(cur.items, item{isSite: true, site: dbname(elem)})
+			continue
+		case elemBadPage:
+			ordinal++
+			cur.pages++
+			cur.items = append(cur.items, item{ordinal: ordinal, bad: errors.New("<page> not closed before the next <page>")})
+		case elemPage:
+			ordinal++
+			cur.pages++
+			it, skip := r.convert(elem)
+			if skip != "" {
+				cur.skipped[skip]++
+				continue
+			}
+			it.ordinal = ordinal
+			size += len(it.doc.Text)
+			cur.items = append(cur.items, it)
+		}
+		if len(cur.items) >= batchItems || size >= batchBytes {
+			if !send(cur) {
+				return ctx.Err()
+			}
+			cur, size = batch{skipped: map[string]int64{}}, 0
+		}
+	}
+	if len(cur.items) > 0 || cur.pages > 0 {
+		send(cur)
+	}
+	return nil
+}
+
+// convert turns a page element into an item, or names the reason it is skipped.
+func (r *Reader) convert(elem []byte) (item, string) {
+	p, err := parsePage(elem)
+	it := item{pageID: p.id, title: p.title}
+	if err != nil {
+		it.bad = err
+		return it, ""
+	}
+	ns, nsErr := strconv.Atoi(p.ns)
+	switch {
+	case p.title == "":
+		it.bad = errors.New("page has no <title>")
+	case p.id == "" || !isDigits(p.id):
+		it.bad, it.pageID = fmt.Errorf("page has no numeric <id> (%q)", p.id), ""
+	case nsErr != nil:
+		it.bad = fmt.Errorf("page has no numeric <ns> (%q)", p.ns)
+	}
+	if it.bad != nil {
+		return it, ""
+	}
+	if !r.namespaces[ns] {
+		return it, "namespace"
+	}
+	if p.redirect || isRedirectText(p.text) {
+		return it, "redirect"
+	}
+	switch {
+	case !p.hasRevision:
+		it.bad = errors.New("page has no <revision>")
+	case p.revID == "" || !isDigits(p.revID):
+		it.bad = fmt.Errorf("revision has no numeric <id> (%q)", p.revID)
+	case !p.hasText:
+		it.bad = errors.New("revision has no <text> (deleted?)")
+	}
+	if it.bad != nil {
+		return it, ""
+	}
+	text := wikitext.Plain(p.text)
+	if strings.TrimSpace(text) == "" {
+		return it, "empty"
+	}
+	it.doc = schemas.Document{
+		Version: p.revID,
+		Title:   p.title,
+		Text:    text,
+		Meta:    map[string]string{"ns": p.ns, "timestamp": p.timestamp, "revision_id": p.revID},
+	}
+	return it, ""
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// isRedirectText catches redirects in dumps that predate the <redirect> element.
+func isRedirectText(t string) bool {
+	t = strings.TrimLeft(t, " \t\n")
+	return len(t) >= 9 && strings.EqualFold(t[:9], "#REDIRECT")
+}
+
+// readahead decompresses into a few chunks ahead of the scanner, on its own goroutine.
+type readahead struct {
+	full   chan []byte
+	free   chan []byte
+	cur    []byte
+	held   []byte
+	err    error // set before full is closed
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newReadahead(ctx context.Context, src io.Reader) *readahead {
+	ctx, cancel := context.WithCancel(ctx)
+	ra := &readahead{full: make(chan []byte, 4), free: make(chan []byte, 4), cancel: cancel, done: make(chan struct{})}
+	for range 4 {
+		ra.free <- make([]byte, 1<<20)
+	}
+	go func() {
+		defer close(ra.done)
+		defer close(ra.full)
+		for {
+			var buf []byte
+			select {
+			case buf = <-ra.free:
+			case <-ctx.Done():
+				ra.err = ctx.Err()
+				return
+			}
+			buf = buf[:cap(buf)]
+			n := 0
+			var err error
+			for n < len(buf) && err == nil {
+				var m int
+				m, err = src.Read(buf[n:])
+				n += m
+			}
+			if n > 0 {
+				select {
+				case ra.full <- buf[:n]:
+				case <-ctx.Done():
+					ra.err = ctx.Err()
+					return
+				}
+			}
+			if err != nil {
+				ra.err = err
+				return
+			}
+		}
+	}()
+	return ra
+}
+
+func (ra *readahead) Read(p []byte) (int, error) {
+	for len(ra.cur) == 0 {
+		if ra.held != nil {
+			ra.free <- ra.held
+			ra.held = nil
+		}
+		b, ok := <-ra.full
+		if !ok {
+			return 0, ra.err
+		}
+		ra.cur, ra.held = b, b
+	}
+	n := copy(p, ra.cur)
+	ra.cur = ra.cur[n:]
+	return n, nil
+}
+
+// stop ends the goroutine and waits for it.
+func (ra *readahead) stop() {
+	ra.cancel()
+	<-ra.done
+}

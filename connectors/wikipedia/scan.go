@@ -1,0 +1,405 @@
+package wikipedia
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// The export schema is regular: <siteinfo> and <page> elements sit directly under <mediawiki>,
+// and page text has every '<' escaped. So the scanner looks only for those two elements'
+// start tags and their literal end tags, and parses each element on its own. A malformed page
+// cannot hide the next one, and a multistream piece (which holds whole pages but no root
+// element) scans like a whole file. encoding/xml is several times slower for this.
+
+const (
+	elemPage = iota + 1
+	elemSiteinfo
+	elemBadPage // a <page> cut short by the next <page> start tag
+)
+
+// maxElement bounds one element's size: the largest real pages are a few MiB, and a missing
+// </page> must not make the scanner buffer the rest of a 100 GB dump.
+const maxElement = 256 << 20
+
+var (
+	pageEnd     = []byte("</page>")
+	siteinfoEnd = []byte("</siteinfo>")
+	pageStart   = []byte("<page>")
+)
+
+// scanner yields <page> and <siteinfo> elements from UTF-8 XML.
+type scanner struct {
+	r          io.Reader
+	buf        []byte
+	start, end int // unread bytes are buf[start:end]
+	eof        bool
+	readErr    error
+}
+
+func newScanner(r io.Reader) *scanner {
+	return &scanner{r: r, buf: make([]byte, 1<<20)}
+}
+
+// fill reads more input, compacting or growing the buffer; it reports false at end of input.
+func (s *scanner) fill() bool {
+	if s.eof {
+		return false
+	}
+	if s.start > 0 {
+		n := copy(s.buf, s.buf[s.start:s.end])
+		s.start, s.end = 0, n
+	}
+	if s.end == len(s.buf) {
+		s.buf = append(s.buf, make([]byte, len(s.buf))...)
+	}
+	for {
+		n, err := s.r.Read(s.buf[s.end:])
+		s.end += n
+		if err != nil {
+			s.eof = true
+			if err != io.EOF {
+				s.readErr = err
+			}
+			return n > 0
+		}
+		if n > 0 {
+			return true
+		}
+	}
+}
+
+// next returns the next element's kind and bytes (valid until the next call), io.EOF at the
+// end, or an error for input that cannot be read or resynchronised.
+func (s *scanner) next() (int, []byte, error) {
+	for {
+		i := bytes.IndexByte(s.buf[s.start:s.end], '<')
+		if i < 0 {
+			s.start = s.end
+			if !s.fill() {
+				return 0, nil, s.endErr()
+			}
+			continue
+		}
+		p := s.start + i
+		// The longest start tag looked at is "<siteinfo>".
+		for s.end-p < 10 && !s.eof {
+			s.start = p
+			s.fill()
+			p = s.start
+		}
+		head := s.buf[p:s.end]
+		var kind int
+		var endTag []byte
+		switch {
+		case isStartTag(head, "page"):
+			kind, endTag = elemPage, pageEnd
+		case isStartTag(head, "siteinfo"):
+			kind, endTag = elemSiteinfo, siteinfoEnd
+		default:
+			s.start = p + 1
+			continue
+		}
+		s.start = p
+		searched := 1
+		for {
+			j := bytes.Index(s.buf[s.start+searched:s.end], endTag)
+			if j >= 0 {
+				elemEnd := s.start + searched + j + len(endTag)
+				elem := s.buf[s.start:elemEnd]
+				if kind == elemPage {
+					// A page start tag inside means the page lost its end: report what came
+					// before and resume at the inner page.
+					if k := bytes.Index(elem[1:], pageStart); k >= 0 {
+						elem = elem[:k+1]
+						s.start += k + 1
+						return elemBadPage, elem, nil
+					}
+				}
+				s.start = elemEnd
+				return kind, elem, nil
+			}
+			searched = max(1, s.end-s.start-len(endTag))
+			if s.end-s.start > maxElement {
+				return 0, nil, fmt.Errorf("element at input byte offset ~%d exceeds %d MiB without its end tag", s.start, maxElement>>20)
+			}
+			if !s.fill() {
+				if err := s.endErr(); err != io.EOF {
+					return 0, nil, err
+				}
+				return 0, nil, fmt.Errorf("input ends inside a <%s> element (truncated file?)", bytes.TrimLeft(endTag, "</"))
+			}
+		}
+	}
+}
+
+func (s *scanner) endErr() error {
+	if s.readErr != nil {
+		return s.readErr
+	}
+	return io.EOF
+}
+
+func isStartTag(b []byte, name string) bool {
+	if len(b) < len(name)+2 || b[0] != '<' || string(b[1:1+len(name)]) != name {
+		return false
+	}
+	c := b[1+len(name)]
+	return c == '>' || c == ' ' || c == '\t' || c == '\n' || c == '\r'
+}
+
+// page holds the fields of a <page> as found; empty strings are absent fields.
+type page struct {
+	title, ns, id, revID, timestamp, text string
+	redirect, hasRevision, hasText        bool
+}
+
+// parsePage reads one <page> element. It tracks the element path so that <id> of <page>, of
+// <revision> and of <contributor> are told apart.
+func parsePage(b []byte) (page, error) {
+	var p page
+	var stack []string
+	var contentStart int
+	for pos := 0; pos < len(b); {
+		i := bytes.IndexByte(b[pos:], '<')
+		if i < 0 {
+			break
+		}
+		lt := pos + i
+		rest := b[lt:]
+		switch {
+		case bytes.HasPrefix(rest, []byte("<!--")):
+			j := bytes.Index(rest, []byte("-->"))
+			if j < 0 {
+				return p, errors.New("unterminated comment")
+			}
+			pos = lt + j + 3
+			continue
+		case bytes.HasPrefix(rest, []byte("<![CDATA[")):
+			j := bytes.Index(rest, []byte("]]>"))
+			if j < 0 {
+				return p, errors.New("unterminated CDATA section")
+			}
+			pos = lt + j + 3
+			continue
+		case bytes.HasPrefix(rest, []byte("<?")):
+			j := bytes.Index(rest, []byte("?>"))
+			if j < 0 {
+				return p, errors.New("unterminated processing instruction")
+			}
+			pos = lt + j + 2
+			continue
+		}
+		name, attrs, closing, self, n, err := parseTag(rest)
+		if err != nil {
+			return p, err
+		}
+		pos = lt + n
+		if closing {
+			if len(stack) == 0 || stack[len(stack)-1] != name {
+				return p, fmt.Errorf("unexpected </%s>", name)
+			}
+			if err := p.set(stack, b[contentStart:lt]); err != nil {
+				return p, err
+			}
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		stack = append(stack, name)
+		p.start(stack, attrs)
+		if self {
+			stack = stack[:len(stack)-1]
+		}
+		contentStart = pos
+	}
+	if len(stack) != 0 {
+		return p, fmt.Errorf("unclosed <%s>", stack[len(stack)-1])
+	}
+	return p, nil
+}
+
+func pathIs(stack []string, path ...string) bool {
+	if len(stack) != len(path) {
+		return false
+	}
+	for i := range path {
+		if stack[i] != path[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *page) start(stack []string, attrs []byte) {
+	switch {
+	case pathIs(stack, "page", "redirect"):
+		p.redirect = true
+	case pathIs(stack, "page", "revision"):
+		p.hasRevision = true
+	case pathIs(stack, "page", "revision", "text"):
+		// <text deleted="deleted"/> has no content; hasText stays false for it.
+		p.hasText = !bytes.Contains(attrs, []byte("deleted="))
+	}
+}
+
+// set stores the content of the element that just closed. Leaf elements of the schema hold
+// no markup, so raw is their whole escaped text.
+func (p *page) set(stack []string, raw []byte) error {
+	var dst *string
+	switch {
+	case pathIs(stack, "page", "title"):
+		dst = &p.title
+	case pathIs(stack, "page", "ns"):
+		dst = &p.ns
+	case pathIs(stack, "page", "id"):
+		dst = &p.id
+	case pathIs(stack, "page", "revision", "id"):
+		dst = &p.revID
+	case pathIs(stack, "page", "revision", "timestamp"):
+		dst = &p.timestamp
+	case pathIs(stack, "page", "revision", "text"):
+		p.text = unescape(raw)
+		return nil
+	default:
+		return nil
+	}
+	*dst = strings.TrimSpace(unescape(raw))
+	return nil
+}
+
+// parseTag parses a start or end tag at b[0] == '<'.
+func parseTag(b []byte) (name string, attrs []byte, closing, self bool, n int, err error) {
+	i := 1
+	if i < len(b) && b[i] == '/' {
+		closing = true
+		i++
+	}
+	start := i
+	for i < len(b) && !isSpace(b[i]) && b[i] != '>' && b[i] != '/' {
+		i++
+	}
+	if i == start {
+		return "", nil, false, false, 0, errors.New("malformed tag")
+	}
+	name = string(b[start:i])
+	attrStart := i
+	var quote byte
+	for ; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '"' || c == '\'':
+			quote = c
+		case c == '<':
+			return "", nil, false, false, 0, fmt.Errorf("malformed tag <%s", name)
+		case c == '>':
+			self = b[i-1] == '/'
+			return name, b[attrStart:i], closing, self && !closing, i + 1, nil
+		}
+	}
+	return "", nil, false, false, 0, fmt.Errorf("unterminated tag <%s", name)
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// unescape decodes the XML entities the export uses (&lt; &gt; &amp; &quot; &apos; and numeric
+// references) and CDATA sections. Unknown entities are kept as written, and invalid UTF-8
+// becomes U+FFFD so that documents are always valid text.
+func unescape(b []byte) string {
+	if bytes.IndexByte(b, '&') < 0 && bytes.IndexByte(b, '<') < 0 {
+		if utf8.Valid(b) {
+			return string(b)
+		}
+		return strings.ToValidUTF8(string(b), "\uFFFD")
+	}
+	out := make([]byte, 0, len(b))
+	for len(b) > 0 {
+		i := bytes.IndexAny(b, "&<")
+		if i < 0 {
+			out = append(out, b...)
+			break
+		}
+		out = append(out, b[:i]...)
+		b = b[i:]
+		if b[0] == '<' {
+			if bytes.HasPrefix(b, []byte("<![CDATA[")) {
+				if j := bytes.Index(b, []byte("]]>")); j >= 0 {
+					out = append(out, b[9:j]...)
+					b = b[j+3:]
+					continue
+				}
+			}
+			out = append(out, '<')
+			b = b[1:]
+			continue
+		}
+		semi := bytes.IndexByte(b[:min(len(b), 12)], ';')
+		if semi < 0 {
+			out = append(out, '&')
+			b = b[1:]
+			continue
+		}
+		if r, ok := entity(b[1:semi]); ok {
+			out = utf8.AppendRune(out, r)
+			b = b[semi+1:]
+			continue
+		}
+		out = append(out, '&')
+		b = b[1:]
+	}
+	if !utf8.Valid(out) {
+		return strings.ToValidUTF8(string(out), "\uFFFD")
+	}
+	return string(out)
+}
+
+func entity(name []byte) (rune, bool) {
+	switch string(name) {
+	case "lt":
+		return '<', true
+	case "gt":
+		return '>', true
+	case "amp":
+		return '&', true
+	case "quot":
+		return '"', true
+	case "apos":
+		return '\'', true
+	}
+	if len(name) < 2 || name[0] != '#' {
+		return 0, false
+	}
+	base, digits := 10, name[1:]
+	if digits[0] == 'x' || digits[0] == 'X' {
+		base, digits = 16, digits[1:]
+	}
+	v, err := strconv.ParseUint(string(digits), base, 32)
+	if err != nil {
+		return 0, false
+	}
+	if !utf8.ValidRune(rune(v)) || v == 0 {
+		return utf8.RuneError, true
+	}
+	return rune(v), true
+}
+
+// dbname extracts <dbname> from a <siteinfo> element.
+func dbname(b []byte) string {
+	i := bytes.Index(b, []byte("<dbname>"))
+	if i < 0 {
+		return ""
+	}
+	rest := b[i+len("<dbname>"):]
+	j := bytes.Index(rest, []byte("</dbname>"))
+	if j < 0 {
+		return ""
+	}
+	return strings.TrimSpace(unescape(rest[:j]))
+}

@@ -1,0 +1,348 @@
+// Package wikipedia reads MediaWiki XML export dumps (pages-articles, plain, bz2 or
+// multistream bz2 with its index) as a connectors.Source of plain-text articles.
+//
+// With a multistream index the dump is cut at the index's stream offsets and the pieces are
+// decompressed, scanned and converted on Workers goroutines; results are handed out in file
+// order, so a run's document order never depends on scheduling and a resumed run can skip
+// what was acked. Without an index the file is read front to back, with decompression on its
+// own goroutine.
+package wikipedia
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sync"
+
+	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/schemas"
+)
+
+// Options configures Open.
+type Options struct {
+	// Path is the dump: .xml, .xml.bz2 (one or concatenated streams) or a multistream .xml.bz2.
+	Path string
+	// Index is the multistream index (.txt or .txt.bz2). "" looks for
+	// "<name>-index.txt.bz2" beside "<name>.xml.bz2" and reads sequentially when there is none.
+	Index string
+	// Sequential ignores any index and reads the dump front to back.
+	Sequential bool
+	// Source prefixes document IDs. "" takes <siteinfo><dbname>, else the file name's leading
+	// "[a-z]+wiki", else "wiki".
+	Source string
+	// Workers bounds parallel stream decompression for multistream dumps (0 = runtime.NumCPU()).
+	Workers int
+	// Namespaces lists the namespaces to emit (nil = [0], articles).
+	Namespaces []int
+}
+
+var sourceName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+
+func (o *Options) validate() error {
+	if o.Path == "" {
+		return errors.New("wikipedia: Path is required")
+	}
+	if o.Workers < 0 {
+		return fmt.Errorf("wikipedia: Workers must be >= 0, got %d", o.Workers)
+	}
+	if o.Source != "" && !sourceName.MatchString(o.Source) {
+		return fmt.Errorf("wikipedia: Source %q must match %s", o.Source, sourceName)
+	}
+	if o.Sequential && o.Index != "" {
+		return errors.New("wikipedia: Index and Sequential are exclusive")
+	}
+	return nil
+}
+
+// Reader is a connectors.Source over one dump.
+type Reader struct {
+	opts        Options
+	base        string // file name, for positions in errors
+	size        int64
+	comp        compression
+	enc         textEncoding
+	bom         int
+	multistream bool
+	segs        []segment
+	namespaces  map[int]bool
+	fileSource  string // from the file name, used when neither Options nor <siteinfo> names one
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	order  chan *segRun
+
+	// Read's state; Read is called from one goroutine at a time.
+	cur      *segRun
+	pending  []item
+	segBase  int64 // pages in segments before cur
+	curPages int64 // pages in cur's batches so far
+	source   string
+	err      error
+
+	mu        sync.Mutex // guards the counters Stats reports
+	read      int64
+	skipped   map[string]int64
+	doneBytes int64
+}
+
+var _ connectors.Source = (*Reader)(nil)
+
+var leadingWiki = regexp.MustCompile(`^[a-z]+wiki`)
+
+// Open checks the dump (and index) and starts reading it.
+func Open(opts Options) (*Reader, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	st, err := os.Stat(opts.Path)
+	if err != nil {
+		return nil, fmt.Errorf("wikipedia: %w", err)
+	}
+	r := &Reader{
+		opts:       opts,
+		base:       filepath.Base(opts.Path),
+		size:       st.Size(),
+		namespaces: map[int]bool{},
+		skipped:    map[string]int64{},
+		source:     opts.Source,
+		fileSource: "wiki",
+	}
+	if m := leadingWiki.FindString(r.base); m != "" {
+		r.fileSource = m
+	}
+	ns := opts.Namespaces
+	if len(ns) == 0 {
+		ns = []int{0}
+	}
+	for _, n := range ns {
+		r.namespaces[n] = true
+	}
+	workers := opts.Workers
+	if workers == 0 {
+		workers = runtime.NumCPU()
+	}
+	if err := r.sniff(); err != nil {
+		return nil, err
+	}
+	r.segs = []segment{{off: 0, end: r.size, first: true}}
+	idx := opts.Index
+	if idx == "" && !opts.Sequential {
+		idx = indexPath(opts.Path)
+	}
+	if idx != "" {
+		if r.comp != compBzip2 {
+			return nil, fmt.Errorf("wikipedia: index %s given but %s is not bz2", idx, r.base)
+		}
+		offs, err := readIndex(idx, r.size)
+		if err != nil {
+			return nil, fmt.Errorf("wikipedia: %w", err)
+		}
+		if err := r.checkFirstStream(offs[0]); err != nil {
+			return nil, fmt.Errorf("wikipedia: index %s: %w", idx, err)
+		}
+		r.segs, r.multistream = segmentsFor(offs, r.size), true
+	} else {
+		workers = 1
+	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.order = make(chan *segRun, workers)
+	r.wg.Add(1)
+	go r.dispatch(workers)
+	return r, nil
+}
+
+func (r *Reader) checkFirstStream(off int64) error {
+	f, err := os.Open(r.opts.Path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return checkStreamStart(f, off)
+}
+
+// sniff reads the first bytes to learn the compression and the text encoding.
+func (r *Reader) sniff() error {
+	f, err := os.Open(r.opts.Path)
+	if err != nil {
+		return fmt.Errorf("wikipedia: %w", err)
+	}
+	defer f.Close()
+	var head [4]byte
+	n, _ := io.ReadFull(f, head[:])
+	r.comp = sniffCompression(head[:n])
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("wikipedia: %w", err)
+	}
+	dec, closeDec, err := decompress(f, r.comp)
+	if err != nil {
+		return fmt.Errorf("wikipedia: %s: %w", r.base, err)
+	}
+	defer closeDec()
+	n, err = io.ReadFull(dec, head[:])
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return fmt.Errorf("wikipedia: %s: %w", r.base, err)
+	}
+	r.enc, r.bom = sniffEncoding(head[:n])
+	return nil
+}
+
+// dispatch starts one goroutine per segment, at most workers at a time, and queues their
+// result streams in file order. Read drains the queue; Close cancels and waits.
+func (r *Reader) dispatch(workers int) {
+	defer r.wg.Done()
+	defer close(r.order)
+	sem := make(chan struct{}, workers)
+	for _, seg := range r.segs {
+		select {
+		case sem <- struct{}{}:
+		case <-r.ctx.Done():
+			return
+		}
+		run := &segRun{seg: seg, ch: make(chan batch, 16)}
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			defer func() { <-sem }()
+			defer close(run.ch)
+			r.process(r.ctx, run)
+		}()
+		select {
+		case r.order <- run:
+		case <-r.ctx.Done():
+			return
+		}
+	}
+}
+
+var errClosed = errors.New("wikipedia: reader closed")
+
+func noAck(context.Context, error) error { return nil }
+
+// Read returns the next article in file order.
+func (r *Reader) Read(ctx context.Context) (schemas.Document, connectors.AckFunc, error) {
+	for {
+		if r.err != nil {
+			return schemas.Document{}, nil, r.err
+		}
+		if len(r.pending) > 0 {
+			it := r.pending[0]
+			r.pending[0] = item{}
+			r.pending = r.pending[1:]
+			if it.isSite {
+				if r.source == "" && it.site != "" && sourceName.MatchString(it.site) {
+					r.source = it.site
+				}
+				continue
+			}
+			return r.emit(it)
+		}
+		if r.cur == nil {
+			select {
+			case <-ctx.Done():
+				return schemas.Document{}, nil, ctx.Err()
+			case <-r.ctx.Done():
+				r.err = errClosed
+				continue
+			case run, ok := <-r.order:
+				if !ok {
+					if r.ctx.Err() != nil {
+						r.err = errClosed
+						continue
+					}
+					return schemas.Document{}, nil, io.EOF
+				}
+				r.mu.Lock()
+				r.cur = run
+				r.mu.Unlock()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return schemas.Document{}, nil, ctx.Err()
+		case <-r.ctx.Done():
+			r.err = errClosed
+		case b, ok := <-r.cur.ch:
+			r.mu.Lock()
+			if !ok {
+				r.doneBytes += r.cur.read.Load()
+				r.segBase += r.curPages
+				r.cur, r.curPages = nil, 0
+			} else {
+				r.curPages += b.pages
+				for k, v := range b.skipped {
+					r.skipped[k] += v
+				}
+			}
+			r.mu.Unlock()
+			if ok {
+				if b.err != nil {
+					r.err = b.err
+					continue
+				}
+				r.pending = b.items
+			}
+		}
+	}
+}
+
+func (r *Reader) emit(it item) (schemas.Document, connectors.AckFunc, error) {
+	if r.source == "" {
+		r.source = r.fileSource
+	}
+	ordinal := r.segBase + it.ordinal
+	if it.bad != nil {
+		pos := fmt.Sprintf("%s page %d", r.base, ordinal)
+		if it.title != "" {
+			pos += fmt.Sprintf(" (title %q)", it.title)
+		}
+		id := ""
+		if it.pageID != "" {
+			id = r.source + ":" + it.pageID
+		}
+		return schemas.Document{}, noAck, &connectors.BadInputError{DocID: id, Position: pos, Reason: it.bad}
+	}
+	d := it.doc
+	d.ID = r.source + ":" + it.pageID
+	d.Source = r.source
+	r.mu.Lock()
+	r.read++
+	r.mu.Unlock()
+	return d, noAck, nil
+}
+
+// Stats may be called from any goroutine.
+func (r *Reader) Stats() connectors.SourceStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sk := make(map[string]int64, len(r.skipped))
+	for k, v := range r.skipped {
+		sk[k] = v
+	}
+	done := r.doneBytes
+	if r.cur != nil {
+		done += r.cur.read.Load()
+	}
+	return connectors.SourceStats{Read: r.read, Skipped: sk, BytesRead: min(done, r.size), BytesTotal: r.size}
+}
+
+// Close stops the workers and waits for them. Unacked documents are re-read by the next run.
+func (r *Reader) Close(ctx context.Context) error {
+	r.cancel()
+	done := make(chan struct{})
+	go func() {
+		r.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wikipedia: close: %w", ctx.Err())
+	}
+}
