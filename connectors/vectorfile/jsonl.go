@@ -1,0 +1,190 @@
+package vectorfile
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+
+	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/schemas"
+)
+
+// JSONLOptions configure NewJSONL.
+type JSONLOptions struct {
+	Dir string
+}
+
+// jsonVector is one line. content_hash is a 16-digit lower-case hex string because JSON
+// numbers are doubles in most readers and would silently lose the low bits of a uint64.
+// Vector components are written as the shortest decimal that parses back to the same float32.
+type jsonVector struct {
+	DocID       string    `json:"doc_id"`
+	Title       string    `json:"title"`
+	Source      string    `json:"source"`
+	Version     string    `json:"version"`
+	NChunks     int       `json:"n_chunks"`
+	NTokens     int       `json:"n_tokens"`
+	ContentHash string    `json:"content_hash"`
+	Space       string    `json:"space"`
+	Vector      []float32 `json:"vector"`
+}
+
+// JSONLSink writes part-<seq>.jsonl files, one JSON object per line. Use from one goroutine at
+// a time.
+type JSONLSink struct {
+	dir    string
+	seq    uint64
+	part   *partFile
+	line   bytes.Buffer
+	enc    *json.Encoder
+	err    error // sticky, see ParquetSink
+	closed bool
+}
+
+var _ connectors.Sink = (*JSONLSink)(nil)
+
+// NewJSONL opens a JSONL sink on opts.Dir, continuing its part sequence.
+func NewJSONL(opts JSONLOptions) (*JSONLSink, error) {
+	seq, err := prepareDir(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	s := &JSONLSink{dir: opts.Dir, seq: seq}
+	s.enc = json.NewEncoder(&s.line)
+	s.enc.SetEscapeHTML(false)
+	return s, nil
+}
+
+func (s *JSONLSink) usable(ctx context.Context) error {
+	if s.closed {
+		return errClosed
+	}
+	if s.err != nil {
+		return s.err
+	}
+	return ctx.Err()
+}
+
+// Write appends v to the current part. NaN and ±Inf components are refused: JSON cannot
+// carry them.
+func (s *JSONLSink) Write(ctx context.Context, v schemas.DocVector) error {
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	for i, x := range v.Vector {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return fmt.Errorf("vectorfile: %s: vector[%d] is %v, which JSON cannot represent", v.DocID, i, x)
+		}
+	}
+	// Encoding into a buffer first means a failed encode never leaves half a line in the part.
+	s.line.Reset()
+	if err := s.enc.Encode(jsonVector{
+		DocID: v.DocID, Title: v.Title, Source: v.Source, Version: v.Version, NChunks: v.NChunks,
+		NTokens: v.NTokens, ContentHash: fmt.Sprintf("%016x", v.ContentHash), Space: v.Space, Vector: v.Vector,
+	}); err != nil {
+		return fmt.Errorf("vectorfile: %s: %w", v.DocID, err)
+	}
+	if s.part == nil {
+		p, err := createPart(s.dir, s.seq, extJSONL)
+		if err != nil {
+			return s.fail(err)
+		}
+		s.part = p
+	}
+	if _, err := s.part.w.Write(s.line.Bytes()); err != nil {
+		return s.fail(fmt.Errorf("vectorfile: %w", err))
+	}
+	return nil
+}
+
+func (s *JSONLSink) fail(err error) error {
+	if s.part != nil {
+		s.part.abort()
+		s.part = nil
+	}
+	s.err = err
+	return err
+}
+
+// Flush makes the current part visible; the next Write starts a new one.
+func (s *JSONLSink) Flush(ctx context.Context) error {
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	if s.part == nil {
+		return nil
+	}
+	err := s.part.commit()
+	s.part = nil
+	if err != nil {
+		return s.fail(err)
+	}
+	s.seq++
+	return nil
+}
+
+// Close flushes.
+func (s *JSONLSink) Close(ctx context.Context) error {
+	if s.closed {
+		return nil
+	}
+	var err error
+	if s.err == nil {
+		err = s.Flush(ctx)
+	}
+	if err != nil || s.err != nil {
+		err = errors.Join(err, s.fail(s.err))
+	}
+	s.closed = true
+	return err
+}
+
+// readJSONLPart streams one part. Parts are only visible complete, so any bad line is
+// corruption and an error.
+func readJSONLPart(path string, fn func(schemas.DocVector) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("vectorfile: %w", err)
+	}
+	defer f.Close()
+	dec := json.NewDecoder(bufio.NewReaderSize(f, 1<<20))
+	for line := 1; ; line++ {
+		var j jsonVector
+		if err := dec.Decode(&j); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("vectorfile: %s: record %d: %w", path, line, err)
+		}
+		v, err := j.docVector()
+		if err != nil {
+			return fmt.Errorf("vectorfile: %s: record %d: %w", path, line, err)
+		}
+		if err := fn(v); err != nil {
+			return err
+		}
+	}
+}
+
+func (j *jsonVector) docVector() (schemas.DocVector, error) {
+	if j.DocID == "" {
+		return schemas.DocVector{}, errors.New("missing doc_id")
+	}
+	if len(j.ContentHash) != 16 {
+		return schemas.DocVector{}, fmt.Errorf("content_hash %q is not 16 hex digits", j.ContentHash)
+	}
+	h, err := strconv.ParseUint(j.ContentHash, 16, 64)
+	if err != nil {
+		return schemas.DocVector{}, fmt.Errorf("content_hash %q: %w", j.ContentHash, err)
+	}
+	return schemas.DocVector{
+		DocID: j.DocID, Title: j.Title, Source: j.Source, Version: j.Version, ContentHash: h,
+		NChunks: j.NChunks, NTokens: j.NTokens, Space: j.Space, Vector: j.Vector,
+	}, nil
+}

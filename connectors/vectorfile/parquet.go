@@ -1,0 +1,354 @@
+package vectorfile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/schemas"
+)
+
+// ParquetOptions configure NewParquet. Dir and Dim are required.
+type ParquetOptions struct {
+	Dir string
+	Dim int
+	// BatchRows is how many vectors are buffered before they are encoded as one row group
+	// (default 1024); it bounds the sink's memory to about BatchRows*Dim*4 bytes.
+	BatchRows int
+	// Metadata is added to every part's key-value metadata, e.g. schemas.MetaGNFingerprint,
+	// MetaK, MetaS. schema_version and dim are always set.
+	Metadata  map[string]string
+	Allocator memory.Allocator // default memory.DefaultAllocator
+}
+
+// ParquetSink writes schemas.VectorSchema parts. Use from one goroutine at a time.
+type ParquetSink struct {
+	opts   ParquetOptions
+	schema *arrow.Schema
+	seq    uint64
+	b      *array.RecordBuilder
+	nbuf   int
+	part   *partFile
+	fw     *pqarrow.FileWriter
+	err    error // sticky: after a failed write the open part is gone, so later calls fail too
+	closed bool
+}
+
+var _ connectors.Sink = (*ParquetSink)(nil)
+
+// NewParquet opens a Parquet sink on opts.Dir, continuing its part sequence.
+func NewParquet(opts ParquetOptions) (*ParquetSink, error) {
+	if opts.Dim <= 0 {
+		return nil, fmt.Errorf("vectorfile: Dim must be positive, got %d", opts.Dim)
+	}
+	if opts.BatchRows < 0 {
+		return nil, fmt.Errorf("vectorfile: BatchRows must not be negative, got %d", opts.BatchRows)
+	}
+	if opts.BatchRows == 0 {
+		opts.BatchRows = 1024
+	}
+	if opts.Allocator == nil {
+		opts.Allocator = memory.DefaultAllocator
+	}
+	seq, err := prepareDir(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	sc := schemas.VectorSchema(opts.Dim, opts.Metadata)
+	return &ParquetSink{opts: opts, schema: sc, seq: seq, b: array.NewRecordBuilder(opts.Allocator, sc)}, nil
+}
+
+func (s *ParquetSink) usable(ctx context.Context) error {
+	if s.closed {
+		return errClosed
+	}
+	if s.err != nil {
+		return s.err
+	}
+	return ctx.Err()
+}
+
+// Write buffers v; a full batch is encoded into the current part.
+func (s *ParquetSink) Write(ctx context.Context, v schemas.DocVector) error {
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	if len(v.Vector) != s.opts.Dim {
+		return fmt.Errorf("vectorfile: %s: vector has %d dims, sink has %d", v.DocID, len(v.Vector), s.opts.Dim)
+	}
+	if v.NChunks < 0 || v.NChunks > math.MaxInt32 || v.NTokens < 0 {
+		return fmt.Errorf("vectorfile: %s: n_chunks %d / n_tokens %d out of range", v.DocID, v.NChunks, v.NTokens)
+	}
+	s.b.Field(0).(*array.StringBuilder).Append(v.DocID)
+	s.b.Field(1).(*array.StringBuilder).Append(v.Title)
+	s.b.Field(2).(*array.StringBuilder).Append(v.Source)
+	s.b.Field(3).(*array.StringBuilder).Append(v.Version)
+	s.b.Field(4).(*array.Int32Builder).Append(int32(v.NChunks))
+	s.b.Field(5).(*array.Int64Builder).Append(int64(v.NTokens))
+	s.b.Field(6).(*array.Uint64Builder).Append(v.ContentHash)
+	s.b.Field(7).(*array.StringBuilder).Append(v.Space)
+	lb := s.b.Field(8).(*array.FixedSizeListBuilder)
+	lb.Append(true)
+	lb.ValueBuilder().(*array.Float32Builder).AppendValues(v.Vector, nil)
+	s.nbuf++
+	if s.nbuf >= s.opts.BatchRows {
+		return s.writeBatch()
+	}
+	return nil
+}
+
+func (s *ParquetSink) fail(err error) error {
+	if s.fw != nil {
+		_ = s.fw.Close()
+		s.fw = nil
+	}
+	if s.part != nil {
+		s.part.abort()
+		s.part = nil
+	}
+	s.err = err
+	return err
+}
+
+func (s *ParquetSink) writeBatch() error {
+	if s.nbuf == 0 {
+		return nil
+	}
+	if s.part == nil {
+		p, err := createPart(s.opts.Dir, s.seq, extParquet)
+		if err != nil {
+			return s.fail(err)
+		}
+		s.part = p
+		fw, err := pqarrow.NewFileWriter(s.schema, p.w, writerProps(s.opts.Allocator),
+			pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(s.opts.Allocator)))
+		if err != nil {
+			return s.fail(fmt.Errorf("vectorfile: %w", err))
+		}
+		s.fw = fw
+	}
+	rec := s.b.NewRecordBatch()
+	err := s.fw.Write(rec)
+	rec.Release()
+	s.nbuf = 0
+	if err != nil {
+		return s.fail(fmt.Errorf("vectorfile: write %s: %w", s.part.final, err))
+	}
+	return nil
+}
+
+// writerProps: zstd; no dictionary and BYTE_STREAM_SPLIT for the float vectors, which zstd
+// then compresses noticeably better; pyarrow and DuckDB read both.
+func writerProps(mem memory.Allocator) *parquet.WriterProperties {
+	const vec = schemas.ColVector + ".list.element"
+	return parquet.NewWriterProperties(
+		parquet.WithAllocator(mem),
+		parquet.WithCompression(compress.Codecs.Zstd),
+		parquet.WithDictionaryFor(vec, false),
+		parquet.WithEncodingFor(vec, parquet.Encodings.ByteStreamSplit),
+	)
+}
+
+// Flush closes the current part and makes it visible; the next Write starts a new one.
+func (s *ParquetSink) Flush(ctx context.Context) error {
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	if err := s.writeBatch(); err != nil {
+		return err
+	}
+	if s.part == nil {
+		return nil
+	}
+	if err := s.fw.Close(); err != nil {
+		return s.fail(fmt.Errorf("vectorfile: close %s: %w", s.part.final, err))
+	}
+	s.fw = nil
+	if err := s.part.commit(); err != nil {
+		s.part = nil
+		return s.fail(err)
+	}
+	s.part = nil
+	s.seq++
+	return nil
+}
+
+// Close flushes and releases the sink's buffers.
+func (s *ParquetSink) Close(ctx context.Context) error {
+	if s.closed {
+		return nil
+	}
+	var err error
+	if s.err == nil {
+		err = s.Flush(ctx)
+	}
+	if err != nil || s.err != nil {
+		err = errors.Join(err, s.fail(s.err))
+	}
+	s.closed = true
+	s.b.Release()
+	return err
+}
+
+// readParquetPart streams a VectorSchema part. A corrupt file returns an error; the recover
+// turns a panic of the Parquet decoder on malformed bytes into one as well.
+func readParquetPart(path string, mem memory.Allocator, fn func(schemas.DocVector) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("vectorfile: %s: corrupt: %v", path, r)
+		}
+	}()
+	pf, err := openParquet(path)
+	if err != nil {
+		return fmt.Errorf("vectorfile: %s: %w", path, err)
+	}
+	defer pf.Close()
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 1024}, mem)
+	if err != nil {
+		return fmt.Errorf("vectorfile: %s: %w", path, err)
+	}
+	rr, err := fr.GetRecordReader(context.Background(), nil, nil)
+	if err != nil {
+		return fmt.Errorf("vectorfile: %s: %w", path, err)
+	}
+	defer rr.Release()
+	cols, err := vectorColumns(rr.Schema())
+	if err != nil {
+		return fmt.Errorf("vectorfile: %s: %w", path, err)
+	}
+	dim, err := partDim(pf)
+	if err != nil {
+		return fmt.Errorf("vectorfile: %s: %w", path, err)
+	}
+	for rr.Next() {
+		if err := emitRecord(rr.RecordBatch(), cols, dim, fn); err != nil {
+			return fmt.Errorf("vectorfile: %s: %w", path, err)
+		}
+	}
+	if err := rr.Err(); err != nil {
+		return fmt.Errorf("vectorfile: %s: %w", path, err)
+	}
+	return nil
+}
+
+// vectorColumns maps VectorSchema columns to their index in sc by name, checking types, so
+// files with extra columns still read.
+func vectorColumns(sc *arrow.Schema) ([9]int, error) {
+	var cols [9]int
+	want := schemas.VectorSchema(1, nil)
+	for i, f := range want.Fields() {
+		idx := sc.FieldIndices(f.Name)
+		if len(idx) != 1 {
+			return cols, fmt.Errorf("column %s missing", f.Name)
+		}
+		got := sc.Field(idx[0]).Type
+		if f.Name == schemas.ColVector {
+			ft, ok := got.(arrow.ListLikeType)
+			if !ok || ft.Elem().ID() != arrow.FLOAT32 {
+				return cols, fmt.Errorf("column %s is %v, want a list of float", f.Name, got)
+			}
+		} else if !arrow.TypeEqual(got, f.Type) {
+			return cols, fmt.Errorf("column %s is %v, want %v", f.Name, got, f.Type)
+		}
+		cols[i] = idx[0]
+	}
+	return cols, nil
+}
+
+// partDim is the vector length a part declares in its metadata.
+func partDim(pf *file.Reader) (int, error) {
+	v := pf.MetaData().KeyValueMetadata().FindValue(schemas.MetaDim)
+	if v == nil {
+		return 0, fmt.Errorf("no %s in file metadata", schemas.MetaDim)
+	}
+	dim, err := strconv.Atoi(*v)
+	if err != nil || dim <= 0 {
+		return 0, fmt.Errorf("bad %s %q", schemas.MetaDim, *v)
+	}
+	return dim, nil
+}
+
+func emitRecord(rec arrow.RecordBatch, cols [9]int, dim int, fn func(schemas.DocVector) error) error {
+	str := func(i int) *array.String { return rec.Column(cols[i]).(*array.String) }
+	docID, title, source, version, space := str(0), str(1), str(2), str(3), str(7)
+	nChunks := rec.Column(cols[4]).(*array.Int32)
+	nTokens := rec.Column(cols[5]).(*array.Int64)
+	hash := rec.Column(cols[6]).(*array.Uint64)
+	vec := rec.Column(cols[8])
+	for i := 0; i < int(rec.NumRows()); i++ {
+		if docID.IsNull(i) {
+			return fmt.Errorf("row %d has a null doc_id", i)
+		}
+		row, err := floatRow(vec, i, dim)
+		if err != nil {
+			return err
+		}
+		v := schemas.DocVector{
+			DocID: docID.Value(i), Title: title.Value(i), Source: source.Value(i), Version: version.Value(i),
+			NChunks: int(nChunks.Value(i)), NTokens: int(nTokens.Value(i)), ContentHash: hash.Value(i),
+			Space: space.Value(i), Vector: append([]float32(nil), row...),
+		}
+		if err := fn(v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openParquet opens path with its ARROW:schema entry removed. arrow-go decodes that flatbuffer
+// trusting its length fields, so a corrupt one can demand tens of gigabytes and kill the
+// process outright (found by fuzzing; recover cannot catch it). The Parquet schema carries all
+// we need; the vector column then reads as list<float> and each row is checked to hold dim items.
+func openParquet(path string) (*file.Reader, error) {
+	pf, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		return nil, err
+	}
+	md := pf.MetaData()
+	kv := md.KeyValueMetadata()
+	kept := kv[:0:0]
+	for _, e := range kv {
+		if e != nil && e.Key != "ARROW:schema" {
+			kept = append(kept, e)
+		}
+	}
+	md.FileMetaData.KeyValueMetadata = kept
+	return pf, nil
+}
+
+// floatRow returns row i of a list or fixed_size_list of float32 column, which must hold
+// exactly dim non-null items.
+func floatRow(col arrow.Array, i, dim int) ([]float32, error) {
+	l, ok := col.(interface {
+		ValueOffsets(int) (int64, int64)
+		ListValues() arrow.Array
+	})
+	if !ok || col.IsNull(i) {
+		return nil, fmt.Errorf("row %d: vector is null or not a list", i)
+	}
+	vals, ok := l.ListValues().(*array.Float32)
+	if !ok {
+		return nil, fmt.Errorf("row %d: vector items are not float32", i)
+	}
+	start, end := l.ValueOffsets(i)
+	if start < 0 || end-start != int64(dim) || end > int64(vals.Len()) {
+		return nil, fmt.Errorf("row %d: vector has items [%d,%d), want %d", i, start, end, dim)
+	}
+	for j := int(start); j < int(end); j++ {
+		if vals.IsNull(j) {
+			return nil, fmt.Errorf("row %d: vector item %d is null", i, j-int(start))
+		}
+	}
+	return vals.Float32Values()[start:end], nil
+}

@@ -1,0 +1,242 @@
+// Package vectorfile holds the file sinks for document vectors: Parquet (schemas.VectorSchema,
+// zstd) and JSON Lines, and the reader that applies readers' upsert semantics to them.
+//
+// Layout: a sink owns one directory and writes numbered parts, part-00000001.parquet (or
+// .jsonl), part-00000002..., each made visible whole by Flush (written as part-*.tmp, fsynced,
+// renamed, directory fsynced). A part is never rewritten; a reopened sink continues after the
+// highest existing sequence number of either format, so one directory may hold both formats
+// over time, but only one sink may write a directory at a time. Temp files are what a crash
+// leaves; readers ignore them and a new sink removes them.
+//
+// Readers take the newest Version of each DocID; on equal versions the later part (and within a
+// part the later row) wins, so re-writing a vector after a crash is harmless.
+package vectorfile
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/reignpipe/reignpipe/schemas"
+)
+
+const (
+	partPrefix = "part-"
+	tmpSuffix  = ".tmp"
+	extParquet = ".parquet"
+	extJSONL   = ".jsonl"
+)
+
+var errClosed = errors.New("vectorfile: sink is closed")
+
+type partName struct {
+	seq  uint64
+	ext  string
+	name string
+}
+
+// parsePartName accepts exactly the names the sinks write, so temp files and strays are never
+// read as parts.
+func parsePartName(name string) (partName, bool) {
+	ext := filepath.Ext(name)
+	if (ext != extParquet && ext != extJSONL) || !strings.HasPrefix(name, partPrefix) {
+		return partName{}, false
+	}
+	digits := strings.TrimSuffix(strings.TrimPrefix(name, partPrefix), ext)
+	if len(digits) < 8 {
+		return partName{}, false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return partName{}, false
+		}
+	}
+	seq, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil {
+		return partName{}, false
+	}
+	return partName{seq: seq, ext: ext, name: name}, true
+}
+
+// listParts returns the visible parts of dir in reading order.
+func listParts(dir string) ([]partName, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("vectorfile: %w", err)
+	}
+	var parts []partName
+	for _, e := range entries {
+		if p, ok := parsePartName(e.Name()); ok && e.Type().IsRegular() {
+			parts = append(parts, p)
+		}
+	}
+	sort.Slice(parts, func(i, j int) bool {
+		if parts[i].seq != parts[j].seq {
+			return parts[i].seq < parts[j].seq
+		}
+		return parts[i].ext < parts[j].ext
+	})
+	return parts, nil
+}
+
+// prepareDir creates dir, removes crash leftovers and returns the next free sequence number.
+func prepareDir(dir string) (uint64, error) {
+	if dir == "" {
+		return 0, errors.New("vectorfile: Dir is required")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, fmt.Errorf("vectorfile: %w", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("vectorfile: %w", err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), partPrefix) && strings.HasSuffix(e.Name(), tmpSuffix) {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return 0, fmt.Errorf("vectorfile: remove crash leftover: %w", err)
+			}
+		}
+	}
+	parts, err := listParts(dir)
+	if err != nil {
+		return 0, err
+	}
+	if len(parts) == 0 {
+		return 1, nil
+	}
+	return parts[len(parts)-1].seq + 1, nil
+}
+
+// partFile is a part being written under its temp name.
+type partFile struct {
+	f          *os.File
+	w          *bufio.Writer
+	tmp, final string
+}
+
+func createPart(dir string, seq uint64, ext string) (*partFile, error) {
+	final := filepath.Join(dir, fmt.Sprintf("%s%08d%s", partPrefix, seq, ext))
+	tmp := final + tmpSuffix
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("vectorfile: %w", err)
+	}
+	// bufio.Writer also hides f's Close from the Parquet writer, which would otherwise close
+	// the file before it can be fsynced.
+	return &partFile{f: f, w: bufio.NewWriterSize(f, 1<<20), tmp: tmp, final: final}, nil
+}
+
+// commit makes the part visible complete: flush, fsync, rename, fsync dir.
+func (p *partFile) commit() error {
+	if err := p.w.Flush(); err != nil {
+		p.abort()
+		return fmt.Errorf("vectorfile: %w", err)
+	}
+	if err := p.f.Sync(); err != nil {
+		p.abort()
+		return fmt.Errorf("vectorfile: %w", err)
+	}
+	if err := p.f.Close(); err != nil {
+		_ = os.Remove(p.tmp)
+		return fmt.Errorf("vectorfile: %w", err)
+	}
+	if err := os.Rename(p.tmp, p.final); err != nil {
+		_ = os.Remove(p.tmp)
+		return fmt.Errorf("vectorfile: %w", err)
+	}
+	d, err := os.Open(filepath.Dir(p.final))
+	if err != nil {
+		return fmt.Errorf("vectorfile: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("vectorfile: sync dir: %w", err)
+	}
+	return nil
+}
+
+func (p *partFile) abort() {
+	_ = p.f.Close()
+	_ = os.Remove(p.tmp)
+}
+
+// ReadVectors calls fn for every vector in dir's parts, in part order and row order. It holds
+// one record batch (Parquet) or one line (JSONL) at a time.
+func ReadVectors(dir string, fn func(schemas.DocVector) error) error {
+	return readVectors(dir, memory.DefaultAllocator, fn)
+}
+
+func readVectors(dir string, mem memory.Allocator, fn func(schemas.DocVector) error) error {
+	parts, err := listParts(dir)
+	if err != nil {
+		return err
+	}
+	for _, p := range parts {
+		path := filepath.Join(dir, p.name)
+		var err error
+		if p.ext == extParquet {
+			err = readParquetPart(path, mem, fn)
+		} else {
+			err = readJSONLPart(path, fn)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Latest returns the newest vector of each DocID in dir (see the package comment for ties).
+// Memory is one vector per document.
+func Latest(dir string) (map[string]schemas.DocVector, error) {
+	out := map[string]schemas.DocVector{}
+	err := ReadVectors(dir, func(v schemas.DocVector) error {
+		if old, ok := out[v.DocID]; !ok || CompareVersions(v.Version, old.Version) >= 0 {
+			out[v.DocID] = v
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CompareVersions orders Document.Version strings: two all-digit versions (revision ids)
+// compare as numbers, since "10" must beat "9"; anything else (dates, date+kind) compares as
+// strings, which orders ISO dates correctly.
+func CompareVersions(a, b string) int {
+	if isDigits(a) && isDigits(b) {
+		a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
+		if len(a) != len(b) {
+			if len(a) < len(b) {
+				return -1
+			}
+			return 1
+		}
+	}
+	return strings.Compare(a, b)
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}

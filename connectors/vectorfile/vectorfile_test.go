@@ -1,0 +1,429 @@
+package vectorfile
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/schemas"
+)
+
+const testDim = 6
+
+func testVectors(n int, version string) []schemas.DocVector {
+	special := []float32{float32(math.Copysign(0, -1)), math.SmallestNonzeroFloat32, math.MaxFloat32, -1.0 / 3}
+	out := make([]schemas.DocVector, n)
+	for i := range out {
+		vec := make([]float32, testDim)
+		for j := range vec {
+			vec[j] = float32(i)*0.37 - float32(j)*1.1
+		}
+		vec[i%testDim] = special[i%len(special)]
+		out[i] = schemas.DocVector{
+			DocID: fmt.Sprintf("enwiki:%d", i), Title: fmt.Sprintf("Title «%d» <&>", i), Source: "enwiki", Version: version,
+			ContentHash: math.MaxUint64 - uint64(i)*0x1234567, NChunks: i + 1, NTokens: 1000 * i, Space: "gn-meanpool:fp@1", Vector: vec,
+		}
+	}
+	return out
+}
+
+func sameVector(t *testing.T, got, want schemas.DocVector) {
+	t.Helper()
+	gv, wv := got.Vector, want.Vector
+	got.Vector, want.Vector = nil, nil
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("vector fields = %+v, want %+v", got, want)
+	}
+	if len(gv) != len(wv) {
+		t.Fatalf("%s: %d dims, want %d", want.DocID, len(gv), len(wv))
+	}
+	for i := range gv {
+		if math.Float32bits(gv[i]) != math.Float32bits(wv[i]) {
+			t.Fatalf("%s: vector[%d] = %v, want %v", want.DocID, i, gv[i], wv[i])
+		}
+	}
+}
+
+func readAll(t *testing.T, dir string, mem memory.Allocator) []schemas.DocVector {
+	t.Helper()
+	var got []schemas.DocVector
+	if err := readVectors(dir, mem, func(v schemas.DocVector) error { got = append(got, v); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func partNames(t *testing.T, dir string) []string {
+	t.Helper()
+	parts, err := listParts(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range parts {
+		names = append(names, p.name)
+	}
+	return names
+}
+
+type sinkCase struct {
+	name string
+	open func(t *testing.T, dir string, mem memory.Allocator) connectors.Sink
+	ext  string
+}
+
+var sinkCases = []sinkCase{
+	{"parquet", func(t *testing.T, dir string, mem memory.Allocator) connectors.Sink {
+		s, err := NewParquet(ParquetOptions{Dir: dir, Dim: testDim, BatchRows: 3, Allocator: mem,
+			Metadata: map[string]string{schemas.MetaGNFingerprint: "fp@1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}, extParquet},
+	{"jsonl", func(t *testing.T, dir string, _ memory.Allocator) connectors.Sink {
+		s, err := NewJSONL(JSONLOptions{Dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}, extJSONL},
+}
+
+func TestSinkRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range sinkCases {
+		t.Run(tc.name, func(t *testing.T) {
+			alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			defer alloc.AssertSize(t, 0)
+			dir := t.TempDir()
+			s := tc.open(t, dir, alloc)
+			if err := s.Flush(ctx); err != nil { // nothing written: no part
+				t.Fatal(err)
+			}
+			want := testVectors(11, "100")
+			for i, v := range want {
+				if err := s.Write(ctx, v); err != nil {
+					t.Fatal(err)
+				}
+				if i == 6 {
+					if got := len(readAll(t, dir, alloc)); got != 0 {
+						t.Fatalf("%d vectors visible before Flush", got)
+					}
+					if err := s.Flush(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := s.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Write(ctx, want[0]); err == nil {
+				t.Error("Write after Close accepted")
+			}
+			if names := partNames(t, dir); !reflect.DeepEqual(names, []string{"part-00000001" + tc.ext, "part-00000002" + tc.ext}) {
+				t.Errorf("parts = %v", names)
+			}
+			got := readAll(t, dir, alloc)
+			if len(got) != len(want) {
+				t.Fatalf("read %d vectors, want %d", len(got), len(want))
+			}
+			for i := range want {
+				sameVector(t, got[i], want[i])
+			}
+		})
+	}
+}
+
+func TestSinkRejectsBadInput(t *testing.T) {
+	ctx := context.Background()
+	if _, err := NewParquet(ParquetOptions{Dir: t.TempDir()}); err == nil {
+		t.Error("NewParquet without Dim accepted")
+	}
+	if _, err := NewParquet(ParquetOptions{Dim: 3}); err == nil {
+		t.Error("NewParquet without Dir accepted")
+	}
+	if _, err := NewParquet(ParquetOptions{Dir: t.TempDir(), Dim: 3, BatchRows: -1}); err == nil {
+		t.Error("NewParquet with negative BatchRows accepted")
+	}
+	if _, err := NewJSONL(JSONLOptions{}); err == nil {
+		t.Error("NewJSONL without Dir accepted")
+	}
+	p, _ := NewParquet(ParquetOptions{Dir: t.TempDir(), Dim: testDim})
+	defer p.Close(ctx)
+	bad := testVectors(1, "1")[0]
+	bad.Vector = bad.Vector[:2]
+	if err := p.Write(ctx, bad); err == nil {
+		t.Error("parquet accepted a vector of the wrong dim")
+	}
+	j, _ := NewJSONL(JSONLOptions{Dir: t.TempDir()})
+	defer j.Close(ctx)
+	for _, x := range []float32{float32(math.NaN()), float32(math.Inf(-1))} {
+		v := testVectors(1, "1")[0]
+		v.Vector[0] = x
+		if err := j.Write(ctx, v); err == nil {
+			t.Errorf("jsonl accepted %v", x)
+		}
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := j.Write(cctx, testVectors(1, "1")[0]); err == nil {
+		t.Error("Write with a cancelled context accepted")
+	}
+}
+
+func TestJSONLLineFormat(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := NewJSONL(JSONLOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := testVectors(1, "7")[0]
+	if err := s.Write(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "part-00000001.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("%d lines", len(lines))
+	}
+	var obj map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &obj); err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if want := []string{"content_hash", "doc_id", "n_chunks", "n_tokens", "source", "space", "title", "vector", "version"}; !reflect.DeepEqual(keys, want) {
+		t.Errorf("keys = %v", keys)
+	}
+	if obj["content_hash"] != fmt.Sprintf("%016x", v.ContentHash) {
+		t.Errorf("content_hash = %v", obj["content_hash"])
+	}
+}
+
+func TestReopenContinuesSequence(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	write := func(s connectors.Sink, vs []schemas.DocVector) {
+		t.Helper()
+		for _, v := range vs {
+			if err := s.Write(ctx, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(sinkCases[0].open(t, dir, nil), testVectors(2, "1"))
+	write(sinkCases[1].open(t, dir, nil), testVectors(2, "2"))
+	write(sinkCases[0].open(t, dir, nil), testVectors(2, "3"))
+	write(sinkCases[0].open(t, dir, nil), nil) // no rows: no part
+	want := []string{"part-00000001.parquet", "part-00000002.jsonl", "part-00000003.parquet"}
+	if got := partNames(t, dir); !reflect.DeepEqual(got, want) {
+		t.Errorf("parts = %v, want %v", got, want)
+	}
+	got := readAll(t, dir, memory.DefaultAllocator)
+	for i, v := range got {
+		if w := fmt.Sprint(i/2 + 1); v.Version != w {
+			t.Errorf("vector %d version %s, want %s (parts out of order)", i, v.Version, w)
+		}
+	}
+}
+
+// TestCrashLeavesNoVisiblePart: a sink that dies before Flush leaves only a temp file, which
+// readers ignore and the next sink removes.
+func TestCrashLeavesNoVisiblePart(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range sinkCases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := tc.open(t, dir, nil)
+			for _, v := range testVectors(5, "1") {
+				if err := s.Write(ctx, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range testVectors(7, "2") { // 7 > BatchRows: some reach the temp file
+				if err := s.Write(ctx, v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if p, ok := s.(*ParquetSink); ok {
+				_ = p.part.w.Flush()
+			}
+			if j, ok := s.(*JSONLSink); ok {
+				_ = j.part.w.Flush()
+			}
+			tmps, _ := filepath.Glob(filepath.Join(dir, "*.tmp"))
+			if len(tmps) != 1 {
+				t.Fatalf("temp files = %v", tmps)
+			}
+			got := readAll(t, dir, memory.DefaultAllocator)
+			if len(got) != 5 {
+				t.Fatalf("read %d vectors, want the 5 flushed", len(got))
+			}
+			// "Crash": abandon s without Close (release its Arrow buffers only).
+			if p, ok := s.(*ParquetSink); ok {
+				_ = p.fw.Close()
+				_ = p.part.f.Close()
+				p.b.Release()
+			} else {
+				_ = s.(*JSONLSink).part.f.Close()
+			}
+			s2 := tc.open(t, dir, nil)
+			defer s2.Close(ctx)
+			if tmps, _ := filepath.Glob(filepath.Join(dir, "*.tmp")); len(tmps) != 0 {
+				t.Errorf("temp files after reopen = %v", tmps)
+			}
+		})
+	}
+}
+
+func TestLatest(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	parts := [][]schemas.DocVector{
+		{{DocID: "a", Version: "9", Title: "a9"}, {DocID: "b", Version: "2024-01-02", Title: "b-jan"}, {DocID: "c", Version: "5", Title: "c5-first"}},
+		{{DocID: "a", Version: "10", Title: "a10"}, {DocID: "b", Version: "2023-12-31", Title: "b-dec"}, {DocID: "c", Version: "5", Title: "c5-second"}},
+		{{DocID: "a", Version: "8", Title: "a8"}},
+	}
+	for i, vs := range parts {
+		var s connectors.Sink = sinkCases[i%2].open(t, dir, nil)
+		for _, v := range vs {
+			v.Vector = make([]float32, testDim)
+			if err := s.Write(ctx, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := Latest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"a": "a10", "b": "b-jan", "c": "c5-second"}
+	if len(got) != len(want) {
+		t.Fatalf("Latest = %v", got)
+	}
+	for id, title := range want {
+		if got[id].Title != title {
+			t.Errorf("Latest[%s] = %s, want %s", id, got[id].Title, title)
+		}
+	}
+}
+
+func TestCompareVersions(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want int
+	}{
+		{"9", "10", -1}, {"10", "9", 1}, {"007", "7", 0}, {"1", "1", 0},
+		{"2024-01-02", "2023-12-31", 1}, {"2024-01-02A1", "2024-01-02B2", -1}, {"", "1", -1}, {"abc", "abd", -1},
+	}
+	for _, tc := range tests {
+		if got := CompareVersions(tc.a, tc.b); got != tc.want {
+			t.Errorf("CompareVersions(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+func TestParsePartName(t *testing.T) {
+	tests := []struct {
+		name string
+		ok   bool
+	}{
+		{"part-00000001.parquet", true}, {"part-123456789.jsonl", true}, {"part-00000001.parquet.tmp", false},
+		{"part-1.parquet", false}, {"part-0000000x.jsonl", false}, {"shard-00000001.parquet", false}, {"part-00000001.csv", false},
+	}
+	for _, tc := range tests {
+		if _, ok := parsePartName(tc.name); ok != tc.ok {
+			t.Errorf("parsePartName(%q) = %v", tc.name, ok)
+		}
+	}
+}
+
+func FuzzReadJSONLPart(f *testing.F) {
+	f.Add([]byte(`{"doc_id":"a","content_hash":"ffffffffffffffff","vector":[1,-0,3e38]}` + "\n"))
+	f.Add([]byte(`{"doc_id":"a","content_hash":"xyz"}`))
+	f.Add([]byte(`{"doc_id":"a","content_hash":"0000000000000001","vector":[1e99]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "part-00000001.jsonl")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_ = readJSONLPart(path, func(v schemas.DocVector) error {
+			if v.DocID == "" {
+				t.Fatal("vector without doc id accepted")
+			}
+			return nil
+		})
+	})
+}
+
+func FuzzReadParquetPart(f *testing.F) {
+	dir := f.TempDir()
+	s, err := NewParquet(ParquetOptions{Dir: dir, Dim: testDim})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, v := range testVectors(4, "1") {
+		if err := s.Write(context.Background(), v); err != nil {
+			f.Fatal(err)
+		}
+	}
+	if err := s.Close(context.Background()); err != nil {
+		f.Fatal(err)
+	}
+	good, err := os.ReadFile(filepath.Join(dir, "part-00000001.parquet"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good, 0, byte(0))
+	f.Add(good, len(good)/2, byte(0x10))
+	f.Add(good, len(good)-12, byte(0x01))
+	f.Fuzz(func(t *testing.T, data []byte, at int, flip byte) {
+		data = append([]byte(nil), data...)
+		if len(data) > 0 {
+			if at < 0 {
+				at = -at
+			}
+			data[at%len(data)] ^= flip
+		}
+		path := filepath.Join(t.TempDir(), "part-00000001.parquet")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_ = readParquetPart(path, memory.DefaultAllocator, func(v schemas.DocVector) error {
+			if len(v.Vector) == 0 {
+				t.Fatal("empty vector decoded")
+			}
+			return nil
+		})
+	})
+}

@@ -1,0 +1,81 @@
+package schemas
+
+import (
+	"strconv"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// Keys of the Arrow schema (and so Parquet file) key-value metadata. Readers use them to refuse
+// files from another GN space before comparing any vector.
+const (
+	MetaSchemaVersion  = "reignpipe.schema_version"
+	MetaGNFingerprint  = "reignpipe.gn_fingerprint"
+	MetaK              = "reignpipe.k"
+	MetaS              = "reignpipe.s"
+	MetaDim            = "reignpipe.dim"
+	ArrowSchemaVersion = "1"
+)
+
+// Column names shared by the writers and the readers of the on-disk schemas.
+const (
+	ColKey         = "key"
+	ColDocID       = "doc_id"
+	ColChunkIndex  = "chunk_index"
+	ColNTokens     = "n_tokens"
+	ColEmbedding   = "embedding"
+	ColTitle       = "title"
+	ColSource      = "source"
+	ColVersion     = "version"
+	ColNChunks     = "n_chunks"
+	ColContentHash = "content_hash"
+	ColSpace       = "space"
+	ColVector      = "vector"
+)
+
+// EmbeddingType is fixed_size_list<float32 not null>[dim]. Items are declared non-null so that
+// readers (pyarrow, DuckDB) see dense vectors and never have to handle a null component.
+func EmbeddingType(dim int) *arrow.FixedSizeListType {
+	return arrow.FixedSizeListOfNonNullable(int32(dim), arrow.PrimitiveTypes.Float32)
+}
+
+// ChunkSchema is the schema of a chunk-embedding cache shard: one row per embedded window.
+// dim must be positive (callers validate it; the schema cannot express an error). meta is
+// copied; schema_version and dim are always set from the arguments so they cannot disagree
+// with the columns.
+func ChunkSchema(dim int, meta map[string]string) *arrow.Schema {
+	return arrow.NewSchema([]arrow.Field{
+		{Name: ColKey, Type: arrow.PrimitiveTypes.Uint64},
+		{Name: ColDocID, Type: arrow.BinaryTypes.String},
+		{Name: ColChunkIndex, Type: arrow.PrimitiveTypes.Int32},
+		{Name: ColNTokens, Type: arrow.PrimitiveTypes.Int32},
+		{Name: ColEmbedding, Type: EmbeddingType(dim)},
+	}, schemaMeta(dim, meta))
+}
+
+// VectorSchema is the schema of published document vectors (one row per DocVector).
+// content_hash is the xxhash64 of the tokenized text, stored unsigned.
+func VectorSchema(dim int, meta map[string]string) *arrow.Schema {
+	return arrow.NewSchema([]arrow.Field{
+		{Name: ColDocID, Type: arrow.BinaryTypes.String},
+		{Name: ColTitle, Type: arrow.BinaryTypes.String},
+		{Name: ColSource, Type: arrow.BinaryTypes.String},
+		{Name: ColVersion, Type: arrow.BinaryTypes.String},
+		{Name: ColNChunks, Type: arrow.PrimitiveTypes.Int32},
+		{Name: ColNTokens, Type: arrow.PrimitiveTypes.Int64},
+		{Name: ColContentHash, Type: arrow.PrimitiveTypes.Uint64},
+		{Name: ColSpace, Type: arrow.BinaryTypes.String},
+		{Name: ColVector, Type: EmbeddingType(dim)},
+	}, schemaMeta(dim, meta))
+}
+
+func schemaMeta(dim int, meta map[string]string) *arrow.Metadata {
+	m := make(map[string]string, len(meta)+2)
+	for k, v := range meta {
+		m[k] = v
+	}
+	m[MetaSchemaVersion] = ArrowSchemaVersion
+	m[MetaDim] = strconv.Itoa(dim)
+	md := arrow.MetadataFrom(m)
+	return &md
+}

@@ -1,0 +1,728 @@
+// Package shardcache is the persistent chunk-embedding cache: every embedded window is stored
+// once, keyed by a 64-bit window key, so a re-run or a new document version re-embeds only the
+// windows it has not seen. Embeddings live in Parquet shards that pyarrow and DuckDB read as
+// they are; a Pebble index maps keys to shard rows.
+//
+// On-disk layout under Options.Dir:
+//
+//	shards/shard-00000001.parquet   immutable shard, written as *.tmp, fsynced, renamed, dir fsynced.
+//	                                Columns key uint64, doc_id utf8, chunk_index int32, n_tokens int32,
+//	                                embedding fixed_size_list<float not null>[dim] (schemas.ChunkSchema);
+//	                                zstd; key-value metadata reignpipe.{schema_version,gn_fingerprint,k,s,dim}.
+//	shards/*.tmp                    left by a crash mid-write; removed by Open.
+//	index/                          Pebble database:
+//	  "c"                 -> space (fingerprint, dim, K, S); Open refuses a different one
+//	  'k' + key (8B BE)   -> version byte, uvarint shard seq, uvarint row
+//	  's' + seq (8B BE)   -> "indexed" marker: version byte, uvarint rows, uvarint file bytes
+//	  'm' + doc id        -> Manifest (see encodeManifest)
+//
+// Crash safety rests on ordering: a shard becomes visible (rename) before any index entry names
+// it, and its marker is committed in the same synced batch as its entries. A crash between the
+// rename and the batch leaves a visible shard without a marker; Open re-indexes it. Manifests are
+// written after the index entries of the rows they name, so a manifest never points at keys the
+// index does not know.
+package shardcache
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/bloom"
+
+	"github.com/reignpipe/reignpipe/schemas"
+)
+
+var (
+	// ErrSpaceMismatch: the Dir was built for another GN fingerprint, dim, K or S.
+	ErrSpaceMismatch = errors.New("shardcache: cache directory belongs to another GN space")
+	// ErrClosed is returned by every method after Close.
+	ErrClosed = errors.New("shardcache: cache is closed")
+)
+
+// Options configure Open. Dir, Fingerprint, Dim, K and S are required.
+type Options struct {
+	Dir             string
+	Fingerprint     string
+	Dim, K, S       int
+	RowsPerShard    int              // default 8192
+	ReadCacheShards int              // decoded shards kept to serve hits; default 8
+	Allocator       memory.Allocator // default memory.DefaultAllocator
+}
+
+// Row is one embedded window.
+type Row struct {
+	Key        uint64
+	DocID      string
+	ChunkIndex int32
+	NTokens    int32
+	Embedding  []float32
+}
+
+// Manifest lists the ordered window keys of one document version, enough to re-aggregate its
+// vector from the cache without re-tokenizing.
+type Manifest struct {
+	DocID, Version string
+	ContentHash    uint64
+	Fingerprint    string
+	K, S           int
+	Keys           []uint64
+}
+
+// Stats are counters since Open (Rows, Shards and Bytes include what was there before).
+type Stats struct {
+	Rows       int64 `json:"rows"`        // flushed and buffered
+	Buffered   int64 `json:"buffered"`    // not yet in a visible shard
+	Shards     int64 `json:"shards"`      // visible, indexed shards
+	Bytes      int64 `json:"bytes"`       // size of those shard files
+	Hits       int64 `json:"hits"`        // Get calls that found the key
+	Misses     int64 `json:"misses"`      // Get calls that did not
+	ShardLoads int64 `json:"shard_loads"` // shard decodes into the read cache
+}
+
+// Cache is safe for concurrent use. Lock order: life, then flushMu, then mu.
+type Cache struct {
+	opts   Options
+	sp     space
+	schema *arrow.Schema
+	shardD string
+	db     *pebble.DB
+
+	// life is read-held by every call and write-held by Close, so nothing touches the Pebble
+	// handle after it is closed.
+	life   sync.RWMutex
+	closed bool
+
+	// flushMu serializes shard writing so shards reach disk in sequence order.
+	flushMu sync.Mutex
+
+	mu        sync.Mutex
+	buf       *pending
+	sealed    []*pending // cut, waiting to become visible; still served from memory
+	manifests map[string]*Manifest
+	nextSeq   uint64
+	shards    map[uint64]struct{} // visible and indexed
+	lru       []*decoded          // most recently used first
+	rows      int64
+	bytes     int64
+
+	hits, misses, loads atomic.Int64
+}
+
+// Open opens or creates the cache in opts.Dir, removing crash leftovers and indexing shards a
+// crash left unindexed.
+func Open(opts Options) (*Cache, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("shardcache: Options.Dir is required")
+	}
+	if opts.Fingerprint == "" {
+		return nil, errors.New("shardcache: Options.Fingerprint is required")
+	}
+	if opts.Dim <= 0 || opts.K <= 0 || opts.S <= 0 {
+		return nil, fmt.Errorf("shardcache: Dim, K and S must be positive (got %d, %d, %d)", opts.Dim, opts.K, opts.S)
+	}
+	if opts.RowsPerShard < 0 || opts.ReadCacheShards < 0 {
+		return nil, errors.New("shardcache: RowsPerShard and ReadCacheShards must not be negative")
+	}
+	if opts.RowsPerShard == 0 {
+		opts.RowsPerShard = 8192
+	}
+	if opts.ReadCacheShards == 0 {
+		opts.ReadCacheShards = 8
+	}
+	if opts.Allocator == nil {
+		opts.Allocator = memory.DefaultAllocator
+	}
+	sp := space{Fingerprint: opts.Fingerprint, Dim: opts.Dim, K: opts.K, S: opts.S}
+	c := &Cache{
+		opts:      opts,
+		sp:        sp,
+		schema:    schemas.ChunkSchema(opts.Dim, sp.meta()),
+		shardD:    filepath.Join(opts.Dir, "shards"),
+		manifests: map[string]*Manifest{},
+		shards:    map[uint64]struct{}{},
+		nextSeq:   1,
+	}
+	c.buf = newPending(0, opts.Dim)
+	for _, d := range []string{c.shardD, filepath.Join(opts.Dir, "index")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("shardcache: %w", err)
+		}
+	}
+	popts := &pebble.Options{Levels: make([]pebble.LevelOptions, 7), Logger: quietLogger{}}
+	for i := range popts.Levels {
+		// Most Contains calls on a cold run are misses; bloom filters answer them without
+		// reading data blocks.
+		popts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(filepath.Join(opts.Dir, "index"), popts)
+	if err != nil {
+		return nil, fmt.Errorf("shardcache: open index: %w", err)
+	}
+	c.db = db
+	if err := c.recover(); err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
+	return c, nil
+}
+
+// recover checks the space, removes temp files and indexes visible shards without a marker.
+func (c *Cache) recover() error {
+	if v, closer, err := c.db.Get([]byte(configKey)); err == nil {
+		got, derr := decodeSpace(v)
+		_ = closer.Close()
+		if derr != nil {
+			return fmt.Errorf("shardcache: index config: %w", derr)
+		}
+		if got != c.sp {
+			return fmt.Errorf("%w: %s was created with %s, opened with %s; use another Dir per GN space",
+				ErrSpaceMismatch, c.opts.Dir, got, c.sp)
+		}
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return fmt.Errorf("shardcache: index: %w", err)
+	}
+	entries, err := os.ReadDir(c.shardD)
+	if err != nil {
+		return fmt.Errorf("shardcache: %w", err)
+	}
+	var files []uint64
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), tmpSuffix) {
+			if err := os.Remove(filepath.Join(c.shardD, e.Name())); err != nil {
+				return fmt.Errorf("shardcache: remove crash leftover: %w", err)
+			}
+			continue
+		}
+		if seq, ok := parseShardName(e.Name()); ok && e.Type().IsRegular() {
+			files = append(files, seq)
+		}
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i] < files[j] })
+	markers, err := c.markers()
+	if err != nil {
+		return err
+	}
+	for _, seq := range files {
+		if seq >= c.nextSeq {
+			c.nextSeq = seq + 1
+		}
+		m, ok := markers[seq]
+		if !ok {
+			if m, err = c.reindex(seq); err != nil {
+				return err
+			}
+		}
+		c.shards[seq] = struct{}{}
+		c.rows += m.Rows
+		c.bytes += m.Bytes
+	}
+	// A marker whose file is gone (deleted by hand) keeps its sequence number reserved:
+	// its index entries still name it and must never resolve into a newer shard.
+	for seq := range markers {
+		if seq >= c.nextSeq {
+			c.nextSeq = seq + 1
+		}
+	}
+	if err := c.db.Set([]byte(configKey), encodeSpace(c.sp), pebble.Sync); err != nil {
+		return fmt.Errorf("shardcache: index: %w", err)
+	}
+	return nil
+}
+
+func (c *Cache) markers() (map[uint64]marker, error) {
+	lo, hi := []byte{prefixShard}, []byte{prefixShard + 1}
+	it, err := c.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return nil, fmt.Errorf("shardcache: index: %w", err)
+	}
+	out := map[uint64]marker{}
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		m, err := decodeMarker(it.Value())
+		if len(k) != 9 || err != nil {
+			_ = it.Close()
+			return nil, fmt.Errorf("shardcache: index marker %x: corrupt", k)
+		}
+		out[beUint64(k[1:])] = m
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("shardcache: index: %w", err)
+	}
+	return out, nil
+}
+
+// quietLogger drops Pebble's routine info lines (WAL replay on every Open) that would otherwise
+// land in the pipeline's output; fatal errors still stop the process as Pebble expects.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...interface{}) {}
+func (quietLogger) Fatalf(format string, args ...interface{}) {
+	pebble.DefaultLogger.Fatalf(format, args...)
+}
+
+func beUint64(b []byte) uint64 {
+	var v uint64
+	for _, x := range b[:8] {
+		v = v<<8 | uint64(x)
+	}
+	return v
+}
+
+// reindex indexes a visible shard that a crash left without index entries.
+func (c *Cache) reindex(seq uint64) (marker, error) {
+	path := filepath.Join(c.shardD, shardName(seq))
+	d, err := readShard(path, c.sp, c.opts.Allocator)
+	if err != nil {
+		return marker{}, err
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return marker{}, fmt.Errorf("shardcache: %w", err)
+	}
+	m := marker{Rows: int64(len(d.keys)), Bytes: st.Size()}
+	return m, c.commitIndex(seq, d.keys, m)
+}
+
+// commitIndex writes a shard's key entries and its marker in one synced batch.
+func (c *Cache) commitIndex(seq uint64, keys []uint64, m marker) error {
+	b := c.db.NewBatch()
+	defer b.Close()
+	var val []byte
+	for i, k := range keys {
+		kb := keyOf(k)
+		val = encodeLocation(val[:0], location{Shard: seq, Row: int32(i)})
+		if err := b.Set(kb[:], val, nil); err != nil {
+			return fmt.Errorf("shardcache: index: %w", err)
+		}
+	}
+	sk := shardKeyOf(seq)
+	if err := b.Set(sk[:], encodeMarker(m), nil); err != nil {
+		return fmt.Errorf("shardcache: index: %w", err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("shardcache: index: %w", err)
+	}
+	return nil
+}
+
+// memLookup finds key in rows not yet visible or in decoded shards; c.mu must be held.
+func (c *Cache) memLookup(key uint64) []float32 {
+	dim := c.opts.Dim
+	if i, ok := c.buf.pos[key]; ok {
+		return c.buf.emb[int(i)*dim : int(i+1)*dim]
+	}
+	for _, p := range c.sealed {
+		if i, ok := p.pos[key]; ok {
+			return p.emb[int(i)*dim : int(i+1)*dim]
+		}
+	}
+	for n, d := range c.lru {
+		if i, ok := d.pos[key]; ok {
+			if n > 0 {
+				copy(c.lru[1:n+1], c.lru[:n])
+				c.lru[0] = d
+			}
+			return d.emb[int(i)*dim : int(i+1)*dim]
+		}
+	}
+	return nil
+}
+
+// lookup asks the index where key lives. Entries naming a shard whose file is gone are misses.
+func (c *Cache) lookup(key uint64) (location, bool, error) {
+	kb := keyOf(key)
+	v, closer, err := c.db.Get(kb[:])
+	if errors.Is(err, pebble.ErrNotFound) {
+		return location{}, false, nil
+	}
+	if err != nil {
+		return location{}, false, fmt.Errorf("shardcache: index: %w", err)
+	}
+	loc, err := decodeLocation(v)
+	_ = closer.Close()
+	if err != nil {
+		return location{}, false, fmt.Errorf("shardcache: key %016x: %w", key, err)
+	}
+	c.mu.Lock()
+	_, ok := c.shards[loc.Shard]
+	c.mu.Unlock()
+	return loc, ok, nil
+}
+
+func (c *Cache) enter() error {
+	c.life.RLock()
+	if c.closed {
+		c.life.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+// Contains reports whether key is cached, flushed or not.
+func (c *Cache) Contains(key uint64) (bool, error) {
+	if err := c.enter(); err != nil {
+		return false, err
+	}
+	defer c.life.RUnlock()
+	c.mu.Lock()
+	found := c.memLookup(key) != nil
+	c.mu.Unlock()
+	if found {
+		return true, nil
+	}
+	_, ok, err := c.lookup(key)
+	return ok, err
+}
+
+// Get copies the embedding of key into dst, which must have length Dim.
+func (c *Cache) Get(key uint64, dst []float32) (bool, error) {
+	if len(dst) != c.opts.Dim {
+		return false, fmt.Errorf("shardcache: Get: dst has length %d, want %d", len(dst), c.opts.Dim)
+	}
+	if err := c.enter(); err != nil {
+		return false, err
+	}
+	defer c.life.RUnlock()
+	c.mu.Lock()
+	if e := c.memLookup(key); e != nil {
+		copy(dst, e)
+		c.mu.Unlock()
+		c.hits.Add(1)
+		return true, nil
+	}
+	c.mu.Unlock()
+	loc, ok, err := c.lookup(key)
+	if err != nil || !ok {
+		if err == nil {
+			c.misses.Add(1)
+		}
+		return false, err
+	}
+	d, err := c.load(loc.Shard)
+	if err != nil {
+		return false, err
+	}
+	if int(loc.Row) >= len(d.keys) || d.keys[loc.Row] != key {
+		return false, fmt.Errorf("shardcache: index says key %016x is at %v, the shard disagrees", key, loc)
+	}
+	dim := c.opts.Dim
+	copy(dst, d.emb[int(loc.Row)*dim:int(loc.Row+1)*dim])
+	c.hits.Add(1)
+	return true, nil
+}
+
+// load returns the decoded shard seq, decoding it into the LRU if needed. Two goroutines may
+// decode the same shard at once; the second result is dropped, which is cheaper than making
+// every reader wait on a per-shard lock.
+func (c *Cache) load(seq uint64) (*decoded, error) {
+	c.mu.Lock()
+	for _, d := range c.lru {
+		if d.seq == seq {
+			c.mu.Unlock()
+			return d, nil
+		}
+	}
+	c.mu.Unlock()
+	d, err := readShard(filepath.Join(c.shardD, shardName(seq)), c.sp, c.opts.Allocator)
+	if err != nil {
+		return nil, err
+	}
+	d.seq = seq
+	c.loads.Add(1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, o := range c.lru {
+		if o.seq == seq {
+			return o, nil
+		}
+	}
+	if len(c.lru) < c.opts.ReadCacheShards {
+		c.lru = append(c.lru, nil)
+	}
+	copy(c.lru[1:], c.lru[:len(c.lru)-1])
+	c.lru[0] = d
+	return d, nil
+}
+
+// Add buffers r. A key already cached or buffered is a no-op. When RowsPerShard rows are
+// buffered the shard is written before Add returns.
+func (c *Cache) Add(r Row) error {
+	if len(r.Embedding) != c.opts.Dim {
+		return fmt.Errorf("shardcache: Add %016x: embedding has length %d, want %d", r.Key, len(r.Embedding), c.opts.Dim)
+	}
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.life.RUnlock()
+	c.mu.Lock()
+	if c.memLookup(r.Key) != nil {
+		c.mu.Unlock()
+		return nil
+	}
+	// The index is asked under mu: rows leave c.sealed only after their index batch is
+	// committed, so a key is always in memory or in the index and cannot be added twice.
+	kb := keyOf(r.Key)
+	_, closer, err := c.db.Get(kb[:])
+	if err == nil {
+		_ = closer.Close()
+		c.mu.Unlock()
+		return nil
+	}
+	if !errors.Is(err, pebble.ErrNotFound) {
+		c.mu.Unlock()
+		return fmt.Errorf("shardcache: index: %w", err)
+	}
+	if len(c.buf.keys) == 0 {
+		c.buf = newPending(min(c.opts.RowsPerShard, 1024), c.opts.Dim)
+	}
+	c.buf.add(r)
+	c.rows++
+	cut := len(c.buf.keys) >= c.opts.RowsPerShard
+	if cut {
+		c.seal()
+	}
+	c.mu.Unlock()
+	if !cut {
+		return nil
+	}
+	c.flushMu.Lock()
+	defer c.flushMu.Unlock()
+	return c.drain()
+}
+
+// seal queues the buffer as the next shard; c.mu must be held.
+func (c *Cache) seal() {
+	c.buf.seq = c.nextSeq
+	c.nextSeq++
+	c.sealed = append(c.sealed, c.buf)
+	c.buf = newPending(0, c.opts.Dim)
+}
+
+// drain writes sealed buffers in order; c.flushMu must be held. On error the failed buffer
+// stays queued (and served from memory) and the next Flush retries it.
+func (c *Cache) drain() error {
+	for {
+		c.mu.Lock()
+		if len(c.sealed) == 0 {
+			c.mu.Unlock()
+			return nil
+		}
+		p := c.sealed[0]
+		c.mu.Unlock()
+
+		rec := p.record(c.opts.Allocator, c.schema, c.opts.Dim)
+		size, err := writeParquetAtomic(filepath.Join(c.shardD, shardName(p.seq)), c.schema, c.opts.Allocator, rec)
+		rec.Release()
+		if err != nil {
+			return fmt.Errorf("shardcache: write shard %d: %w", p.seq, err)
+		}
+		// Known before its index entries exist, so a reader that finds an entry also finds
+		// the shard.
+		c.mu.Lock()
+		c.shards[p.seq] = struct{}{}
+		c.mu.Unlock()
+		m := marker{Rows: int64(len(p.keys)), Bytes: size}
+		if err := c.commitIndex(p.seq, p.keys, m); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.sealed = c.sealed[1:]
+		c.bytes += size
+		c.mu.Unlock()
+	}
+}
+
+// PutManifest records m; it is durable after the next Flush. Fingerprint, K and S default to
+// the cache's and must match it: a manifest from another space could not be re-aggregated.
+func (c *Cache) PutManifest(m Manifest) error {
+	if m.DocID == "" {
+		return errors.New("shardcache: PutManifest: empty DocID")
+	}
+	if m.Fingerprint == "" {
+		m.Fingerprint = c.sp.Fingerprint
+	}
+	if m.K == 0 {
+		m.K = c.sp.K
+	}
+	if m.S == 0 {
+		m.S = c.sp.S
+	}
+	if m.Fingerprint != c.sp.Fingerprint || m.K != c.sp.K || m.S != c.sp.S {
+		return fmt.Errorf("%w: manifest of %s has fingerprint=%q K=%d S=%d, cache has %s",
+			ErrSpaceMismatch, m.DocID, m.Fingerprint, m.K, m.S, c.sp)
+	}
+	m.Keys = append([]uint64(nil), m.Keys...)
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.life.RUnlock()
+	c.mu.Lock()
+	c.manifests[m.DocID] = &m
+	c.mu.Unlock()
+	return nil
+}
+
+func copyManifest(m *Manifest) Manifest {
+	out := *m
+	out.Keys = append([]uint64(nil), m.Keys...)
+	return out
+}
+
+// Manifest returns the latest manifest put for docID.
+func (c *Cache) Manifest(docID string) (Manifest, bool, error) {
+	if err := c.enter(); err != nil {
+		return Manifest{}, false, err
+	}
+	defer c.life.RUnlock()
+	c.mu.Lock()
+	if m, ok := c.manifests[docID]; ok {
+		out := copyManifest(m)
+		c.mu.Unlock()
+		return out, true, nil
+	}
+	c.mu.Unlock()
+	v, closer, err := c.db.Get(manifestKeyOf(docID))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return Manifest{}, false, nil
+	}
+	if err != nil {
+		return Manifest{}, false, fmt.Errorf("shardcache: index: %w", err)
+	}
+	defer closer.Close()
+	m, err := decodeManifest(v)
+	if err != nil {
+		return Manifest{}, false, fmt.Errorf("shardcache: manifest %q: %w", docID, err)
+	}
+	return m, true, nil
+}
+
+// ScanManifests calls fn for every document's latest manifest, flushed or not, streaming from
+// the index so memory stays proportional to the unflushed ones. fn must not call Close.
+func (c *Cache) ScanManifests(fn func(Manifest) error) error {
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.life.RUnlock()
+	c.mu.Lock()
+	pend := make(map[string]Manifest, len(c.manifests))
+	for k, m := range c.manifests {
+		pend[k] = copyManifest(m)
+	}
+	c.mu.Unlock()
+	it, err := c.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixManifest}, UpperBound: []byte{prefixManifest + 1}})
+	if err != nil {
+		return fmt.Errorf("shardcache: index: %w", err)
+	}
+	for it.First(); it.Valid(); it.Next() {
+		docID := string(it.Key()[1:])
+		m, ok := pend[docID]
+		if ok {
+			delete(pend, docID)
+		} else if m, err = decodeManifest(it.Value()); err != nil {
+			_ = it.Close()
+			return fmt.Errorf("shardcache: manifest %q: %w", docID, err)
+		}
+		if err := fn(m); err != nil {
+			_ = it.Close()
+			return err
+		}
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("shardcache: index: %w", err)
+	}
+	rest := make([]string, 0, len(pend))
+	for k := range pend {
+		rest = append(rest, k)
+	}
+	sort.Strings(rest)
+	for _, k := range rest {
+		if err := fn(pend[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Flush makes every row added and manifest put before it durable: shards first, then their
+// index entries, then the manifests.
+func (c *Cache) Flush() error {
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.life.RUnlock()
+	return c.flush()
+}
+
+func (c *Cache) flush() error {
+	c.flushMu.Lock()
+	defer c.flushMu.Unlock()
+	c.mu.Lock()
+	if len(c.buf.keys) > 0 {
+		c.seal()
+	}
+	mans := make([]*Manifest, 0, len(c.manifests))
+	for _, m := range c.manifests {
+		mans = append(mans, m)
+	}
+	c.mu.Unlock()
+	if err := c.drain(); err != nil {
+		return err
+	}
+	if len(mans) == 0 {
+		return nil
+	}
+	b := c.db.NewBatch()
+	defer b.Close()
+	for _, m := range mans {
+		if err := b.Set(manifestKeyOf(m.DocID), encodeManifest(*m), nil); err != nil {
+			return fmt.Errorf("shardcache: index: %w", err)
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("shardcache: index: %w", err)
+	}
+	// Drop only manifests not replaced meanwhile; a newer Put waits for the next Flush.
+	c.mu.Lock()
+	for _, m := range mans {
+		if c.manifests[m.DocID] == m {
+			delete(c.manifests, m.DocID)
+		}
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// Stats returns the counters.
+func (c *Cache) Stats() Stats {
+	c.mu.Lock()
+	s := Stats{Rows: c.rows, Shards: int64(len(c.shards)), Bytes: c.bytes, Buffered: int64(len(c.buf.keys))}
+	for _, p := range c.sealed {
+		s.Buffered += int64(len(p.keys))
+	}
+	c.mu.Unlock()
+	s.Hits, s.Misses, s.ShardLoads = c.hits.Load(), c.misses.Load(), c.loads.Load()
+	return s
+}
+
+// Close flushes and closes the index. Later calls return ErrClosed; a second Close is a no-op.
+func (c *Cache) Close() error {
+	c.life.Lock()
+	defer c.life.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	err := c.flush()
+	c.mu.Lock()
+	c.lru = nil
+	c.mu.Unlock()
+	return errors.Join(err, c.db.Close())
+}

@@ -1,0 +1,221 @@
+package shardcache
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Pebble key space. One-byte prefixes keep the three record kinds in disjoint ranges so
+// ScanManifests and the marker scan on Open iterate only their own kind.
+const (
+	prefixKey      = 'k' // 'k' + key (8 bytes BE) -> location
+	prefixShard    = 's' // 's' + seq (8 bytes BE) -> shard marker
+	prefixManifest = 'm' // 'm' + doc id -> manifest
+	configKey      = "c" // -> space of the cache
+)
+
+const valueVersion = 1
+
+var errCorruptValue = errors.New("shardcache: corrupt index value")
+
+func keyOf(key uint64) [9]byte {
+	var b [9]byte
+	b[0] = prefixKey
+	binary.BigEndian.PutUint64(b[1:], key)
+	return b
+}
+
+func shardKeyOf(seq uint64) [9]byte {
+	var b [9]byte
+	b[0] = prefixShard
+	binary.BigEndian.PutUint64(b[1:], seq)
+	return b
+}
+
+func manifestKeyOf(docID string) []byte {
+	return append([]byte{prefixManifest}, docID...)
+}
+
+// location is where a cached row lives.
+type location struct {
+	Shard uint64
+	Row   int32
+}
+
+func encodeLocation(dst []byte, l location) []byte {
+	dst = append(dst, valueVersion)
+	dst = binary.AppendUvarint(dst, l.Shard)
+	return binary.AppendUvarint(dst, uint64(l.Row))
+}
+
+func decodeLocation(b []byte) (location, error) {
+	if len(b) == 0 || b[0] != valueVersion {
+		return location{}, errCorruptValue
+	}
+	b = b[1:]
+	shard, n := binary.Uvarint(b)
+	if n <= 0 {
+		return location{}, errCorruptValue
+	}
+	b = b[n:]
+	row, n := binary.Uvarint(b)
+	if n <= 0 || n != len(b) || row > math.MaxInt32 {
+		return location{}, errCorruptValue
+	}
+	return location{Shard: shard, Row: int32(row)}, nil
+}
+
+// marker records that a shard's keys are all in the index, with the counts Stats reports.
+type marker struct {
+	Rows, Bytes int64
+}
+
+func encodeMarker(m marker) []byte {
+	b := []byte{valueVersion}
+	b = binary.AppendUvarint(b, uint64(m.Rows))
+	return binary.AppendUvarint(b, uint64(m.Bytes))
+}
+
+func decodeMarker(b []byte) (marker, error) {
+	if len(b) == 0 || b[0] != valueVersion {
+		return marker{}, errCorruptValue
+	}
+	b = b[1:]
+	rows, n := binary.Uvarint(b)
+	if n <= 0 || rows > math.MaxInt64 {
+		return marker{}, errCorruptValue
+	}
+	b = b[n:]
+	bytes, n := binary.Uvarint(b)
+	if n <= 0 || n != len(b) || bytes > math.MaxInt64 {
+		return marker{}, errCorruptValue
+	}
+	return marker{Rows: int64(rows), Bytes: int64(bytes)}, nil
+}
+
+func encodeSpace(sp space) []byte {
+	b := []byte{valueVersion}
+	b = appendString(b, sp.Fingerprint)
+	b = binary.AppendUvarint(b, uint64(sp.Dim))
+	b = binary.AppendUvarint(b, uint64(sp.K))
+	return binary.AppendUvarint(b, uint64(sp.S))
+}
+
+func decodeSpace(b []byte) (space, error) {
+	r := reader{b: b}
+	if r.byte() != valueVersion {
+		return space{}, errCorruptValue
+	}
+	sp := space{Fingerprint: r.string(), Dim: r.int(), K: r.int(), S: r.int()}
+	if r.err != nil || len(r.b) != 0 {
+		return space{}, errCorruptValue
+	}
+	return sp, nil
+}
+
+// Manifest encoding: version, DocID, Version, Fingerprint (uvarint length + bytes), ContentHash
+// (8 bytes LE), K, S (uvarint), key count (uvarint), keys (8 bytes LE each).
+func encodeManifest(m Manifest) []byte {
+	b := make([]byte, 0, 32+len(m.DocID)+len(m.Version)+len(m.Fingerprint)+8*len(m.Keys))
+	b = append(b, valueVersion)
+	b = appendString(b, m.DocID)
+	b = appendString(b, m.Version)
+	b = appendString(b, m.Fingerprint)
+	b = binary.LittleEndian.AppendUint64(b, m.ContentHash)
+	b = binary.AppendUvarint(b, uint64(m.K))
+	b = binary.AppendUvarint(b, uint64(m.S))
+	b = binary.AppendUvarint(b, uint64(len(m.Keys)))
+	for _, k := range m.Keys {
+		b = binary.LittleEndian.AppendUint64(b, k)
+	}
+	return b
+}
+
+func decodeManifest(b []byte) (Manifest, error) {
+	r := reader{b: b}
+	if r.byte() != valueVersion {
+		return Manifest{}, errCorruptValue
+	}
+	m := Manifest{DocID: r.string(), Version: r.string(), Fingerprint: r.string(), ContentHash: r.u64(), K: r.int(), S: r.int()}
+	n := r.uvarint()
+	// The count is checked against the bytes left before allocating, so a corrupt count
+	// cannot make us allocate gigabytes.
+	if r.err != nil || n != uint64(len(r.b))/8 || len(r.b)%8 != 0 {
+		return Manifest{}, errCorruptValue
+	}
+	m.Keys = make([]uint64, n)
+	for i := range m.Keys {
+		m.Keys[i] = r.u64()
+	}
+	if r.err != nil || len(r.b) != 0 {
+		return Manifest{}, errCorruptValue
+	}
+	return m, nil
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// reader decodes with a sticky error so decoders read like the encoders.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) fail() { r.err, r.b = errCorruptValue, nil }
+
+func (r *reader) byte() byte {
+	if len(r.b) < 1 {
+		r.fail()
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *reader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail()
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) int() int {
+	v := r.uvarint()
+	if v > math.MaxInt32 {
+		r.fail()
+		return 0
+	}
+	return int(v)
+}
+
+func (r *reader) string() string {
+	n := r.uvarint()
+	if n > uint64(len(r.b)) {
+		r.fail()
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+func (r *reader) u64() uint64 {
+	if len(r.b) < 8 {
+		r.fail()
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(r.b)
+	r.b = r.b[8:]
+	return v
+}
+
+func (l location) String() string { return fmt.Sprintf("shard %d row %d", l.Shard, l.Row) }
