@@ -77,8 +77,15 @@ func (p *Progress) report(final bool) {
 	docs, win, hits, gnw := c.DocsWritten.Load(), c.Windows.Load(), c.CacheHits.Load(), c.GNWindows.Load()
 	st := p.src.Stats()
 	frac, eta := -1.0, ""
-	if st.BytesTotal > 0 {
-		frac = float64(st.BytesRead) / float64(st.BytesTotal)
+	if st.BytesTotal > 0 && st.BytesRead > 0 {
+		// The source reads ahead of the stages (decompression, queues), so bytes read alone
+		// overstate progress. Estimate the total number of inputs from the bytes read so far and
+		// report the inputs that have left the pipeline against it.
+		readFrac := float64(st.BytesRead) / float64(st.BytesTotal)
+		if inputs := c.InputsRead.Load(); inputs > 0 {
+			estTotal := float64(inputs) / readFrac
+			frac = min(1, float64(c.ProcessedDocs.Load()+c.Resumed.Load())/estTotal)
+		}
 		if frac > 0.001 && !final {
 			left := time.Duration(el/frac*(1-frac)) * time.Second
 			eta = left.Round(time.Second).String()

@@ -1,0 +1,108 @@
+// Command reignpipe turns corpora of long documents into one vector per document.
+//
+//	reignpipe run [flags] PIPELINE.yaml      run a pipeline in this process (embedded mode)
+//	reignpipe neighbors [flags]              nearest documents to one document, from a vector sink
+//	reignpipe version
+//
+// Connectors and stages are registered explicitly here (sources below, sinks in run.go): no
+// package registers itself.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/connectors/jsonl"
+	"github.com/reignpipe/reignpipe/connectors/wikipedia"
+	"github.com/reignpipe/reignpipe/pipelines"
+)
+
+const version = "0.1.0"
+
+// sources maps source.type to its constructor.
+var sources = map[string]func(pipelines.SourceConfig) (connectors.Source, error){
+	"wikipedia": func(c pipelines.SourceConfig) (connectors.Source, error) {
+		return wikipedia.Open(wikipedia.Options{Path: c.Path, Index: c.Index, Source: c.Name, Workers: c.Workers})
+	},
+	"jsonl": func(c pipelines.SourceConfig) (connectors.Source, error) {
+		return jsonl.Open(jsonl.Options{Path: c.Path, Source: c.Name})
+	},
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `reignpipe: one vector per long document (REIGN-style pipeline)
+
+usage:
+  reignpipe run [--from-scratch] [--input PATH] [--log-format text|json] PIPELINE.yaml
+  reignpipe neighbors --vectors DIR [--doc ID|--title TITLE] [--k 5]
+  reignpipe version
+`)
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage(os.Stderr)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch os.Args[1] {
+	case "run":
+		err = cmdRun(ctx, os.Args[2:])
+	case "neighbors", "neighbours":
+		err = cmdNeighbors(os.Args[2:])
+	case "version", "--version":
+		fmt.Println("reignpipe", version)
+	case "help", "-h", "--help":
+		usage(os.Stdout)
+	default:
+		usage(os.Stderr)
+		err = fmt.Errorf("unknown command %q", os.Args[1])
+	}
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "reignpipe:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+// parseInterspersed lets flags come before or after positional arguments.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func setupLogger(format string) error {
+	var h slog.Handler
+	switch strings.ToLower(format) {
+	case "text", "":
+		h = slog.NewTextHandler(os.Stderr, nil)
+	case "json":
+		h = slog.NewJSONHandler(os.Stderr, nil)
+	default:
+		return fmt.Errorf("--log-format %q: use text or json", format)
+	}
+	slog.SetDefault(slog.New(h))
+	return nil
+}

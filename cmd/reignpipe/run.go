@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/connectors/deadletter"
+	"github.com/reignpipe/reignpipe/connectors/vectorfile"
+	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/embedded"
+	"github.com/reignpipe/reignpipe/stages/aggregate"
+	"github.com/reignpipe/reignpipe/stages/chunk"
+	"github.com/reignpipe/reignpipe/stages/gn"
+	"github.com/reignpipe/reignpipe/stages/shardcache"
+	"github.com/reignpipe/reignpipe/stages/wordpiece"
+)
+
+func cmdRun(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fromScratch := fs.Bool("from-scratch", false, "forget the checkpoint and the vector outputs (the chunk cache is kept), then run")
+	input := fs.String("input", "", "override source.path")
+	logFormat := fs.String("log-format", "text", "text or json")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return errors.New("run: give exactly one pipeline file")
+	}
+	if err := setupLogger(*logFormat); err != nil {
+		return err
+	}
+	cfg, err := pipelines.Load(pos[0])
+	if err != nil {
+		return err
+	}
+	if *input != "" {
+		cfg.Source.Path = *input
+	}
+	_, err = run(ctx, cfg, *fromScratch)
+	return err
+}
+
+// sinks maps sinks[].type to its constructor.
+var sinks = map[string]func(c pipelines.SinkConfig, dim int) (connectors.Sink, error){
+	"parquet": func(c pipelines.SinkConfig, dim int) (connectors.Sink, error) {
+		return vectorfile.NewParquet(vectorfile.ParquetOptions{Dir: c.Dir, Dim: dim})
+	},
+	"jsonl": func(c pipelines.SinkConfig, _ int) (connectors.Sink, error) {
+		return vectorfile.NewJSONL(vectorfile.JSONLOptions{Dir: c.Dir})
+	},
+}
+
+// batcherEmbedder adapts the GN batcher to the runner's WindowEmbedder.
+type batcherEmbedder struct{ b *gn.Batcher }
+
+func (e batcherEmbedder) Submit(ctx context.Context, w []int32, out []float32, done func(error)) error {
+	return e.b.Submit(ctx, gn.Request{Tokens: w, Out: out, Done: done})
+}
+
+// run executes one pipeline and returns its summary (also printed and written to run.summary).
+func run(ctx context.Context, cfg *pipelines.Config, fromScratch bool) (sum embedded.Summary, err error) {
+	log := slog.Default()
+	ckPath := embedded.CheckpointPath(cfg.Run.StateDir, cfg.Name)
+	if fromScratch {
+		if err := os.Remove(ckPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return sum, err
+		}
+		for _, s := range cfg.Sinks {
+			if err := os.RemoveAll(s.Dir); err != nil {
+				return sum, err
+			}
+		}
+		log.Info("from scratch: checkpoint and vector outputs removed; chunk cache kept", "cache", cfg.Cache.Dir)
+	}
+
+	// The one ONNX Runtime environment of this process.
+	lib, err := cfg.Runtime.LibraryPath()
+	if err != nil {
+		return sum, err
+	}
+	rt, err := gn.NewRuntime(lib)
+	if err != nil {
+		return sum, err
+	}
+	defer rt.Close()
+	modelPath, tokPath := cfg.GN.ModelPaths()
+	tok, err := wordpiece.Load(tokPath)
+	if err != nil {
+		return sum, fmt.Errorf("GN tokenizer: %w (run ops/fetch?)", err)
+	}
+	model, err := rt.Load(gn.Config{
+		Name: cfg.GN.Name, Model: modelPath, Tokenizer: tokPath, Provider: cfg.GN.Provider,
+		IntraOpThreads: cfg.GN.IntraOpThreads, InterOpThreads: cfg.GN.InterOpThreads,
+	})
+	if err != nil {
+		return sum, fmt.Errorf("GN model: %w", err)
+	}
+	defer model.Close()
+	batcher, err := gn.NewBatcher(model, gn.BatcherOptions{
+		TokenBudget: cfg.Batching.TokenBudget, MaxBatch: cfg.Batching.MaxBatch, MaxWait: cfg.Batching.MaxWait.Duration,
+	})
+	if err != nil {
+		return sum, err
+	}
+	batcherClosed := false
+	defer func() {
+		if !batcherClosed {
+			batcher.Close()
+		}
+	}()
+	params := chunk.Params{K: cfg.Chunking.K, S: cfg.Chunking.S}
+
+	cache, err := shardcache.Open(shardcache.Options{
+		Dir: cfg.Cache.Dir, Fingerprint: model.Fingerprint(), Dim: model.Dim(), K: params.K, S: params.S,
+		RowsPerShard: cfg.Cache.RowsPerShard,
+	})
+	if err != nil {
+		return sum, err
+	}
+	defer func() {
+		if cerr := cache.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	agg, err := aggregate.NewMeanPool(model.Dim(), model.Fingerprint())
+	if err != nil {
+		return sum, err
+	}
+
+	newSource, ok := sources[cfg.Source.Type]
+	if !ok {
+		return sum, fmt.Errorf("no source connector %q", cfg.Source.Type)
+	}
+	src, err := newSource(cfg.Source)
+	if err != nil {
+		return sum, err
+	}
+	defer src.Close(context.Background())
+
+	var outs []connectors.Sink
+	var outDirs []string
+	for _, sc := range cfg.Sinks {
+		s, err := sinks[sc.Type](sc, agg.Dim())
+		if err != nil {
+			return sum, fmt.Errorf("sink %s %s: %w", sc.Type, sc.Dir, err)
+		}
+		defer s.Close(context.Background())
+		outs = append(outs, s)
+		outDirs = append(outDirs, sc.Dir)
+	}
+	dlPath := cfg.DeadLetter.Path
+	if dlPath == "" {
+		dlPath = filepath.Join(cfg.Run.StateDir, cfg.Name+".deadletter.jsonl")
+	}
+	dl, err := deadletter.Open(dlPath)
+	if err != nil {
+		return sum, err
+	}
+	defer dl.Close(context.Background())
+
+	ck, err := embedded.LoadCheckpoint(ckPath)
+	if err != nil {
+		return sum, err
+	}
+	size := fileSize(cfg.Source.Path)
+	if ck.Watermark > 0 && (ck.Source != cfg.Source.Path || ck.SourceSize != size) {
+		log.Warn("checkpoint is for another input; starting from the beginning (cached windows are still reused)",
+			"checkpoint_source", ck.Source, "source", cfg.Source.Path)
+		ck.Watermark = 0
+	}
+	ck.Pipeline, ck.Source, ck.SourceSize = cfg.Name, cfg.Source.Path, size
+	if ck.Watermark > 0 {
+		log.Info("resuming after committed inputs", "inputs", ck.Watermark)
+	}
+
+	runner, err := embedded.New(embedded.Parts{
+		Source: src, Tokenizer: tok, Chunking: params, Fingerprint: model.Fingerprint(), Dim: model.Dim(),
+		Embedder: batcherEmbedder{batcher}, Cache: cache, Aggregator: agg, Sinks: outs, DeadLetter: dl,
+	}, embedded.Options{
+		CommitEvery: cfg.Run.CommitEvery, CommitInterval: cfg.Run.CommitInterval.Duration,
+		TokenizeWorkers: cfg.Run.TokenizeWorkers, Queue: cfg.Run.Queue, DrainTimeout: cfg.Run.DrainTimeout.Duration,
+		Resume: ck.Watermark, Logger: log,
+		OnCommit: func(w int64) error { ck.Watermark = w; return ck.Save(ckPath) },
+	})
+	if err != nil {
+		return sum, err
+	}
+	if cfg.Run.MetricsAddr != "" {
+		stopMetrics, err := embedded.ServeMetrics(cfg.Run.MetricsAddr, embedded.MetricsHandler(runner, nil))
+		if err != nil {
+			return sum, fmt.Errorf("metrics on %s: %w", cfg.Run.MetricsAddr, err)
+		}
+		defer stopMetrics()
+	}
+
+	sum = embedded.Summary{Pipeline: cfg.Name, Started: nowUTC(), DeadLetter: dlPath, Outputs: outDirs}
+	log.Info("run", "pipeline", cfg.Name, "source", cfg.Source.Path, "gn", cfg.GN.Name, "dim", model.Dim(),
+		"fingerprint", model.Fingerprint(), "k", params.K, "s", params.S, "provider", cfg.GN.Provider)
+	prog := embedded.StartProgress(runner, src, cfg.Run.Progress, os.Stderr)
+	runErr := runner.Run(ctx)
+	batcher.Close()
+	batcherClosed = true
+	prog.Stop()
+
+	runner.Summarize(&sum, src.Stats())
+	bs, ms := batcher.Stats(), model.Stats()
+	sum.GNForward = ms.ForwardPasses
+	if ms.RealTokens > 0 {
+		sum.GNPadRatio = float64(ms.PaddedTokens) / float64(ms.RealTokens)
+	}
+	_ = bs
+	switch {
+	case runErr != nil:
+		sum.Stopped, sum.Error = "failed", runErr.Error()
+	case ctx.Err() != nil:
+		sum.Stopped = "interrupted"
+	default:
+		sum.Stopped = "completed"
+	}
+	out := sum.JSON()
+	if cfg.Run.Summary != "" {
+		if err := embedded.WriteFileAtomic(cfg.Run.Summary, out); err != nil {
+			log.Error("writing run summary", "path", cfg.Run.Summary, "err", err)
+		}
+	}
+	os.Stdout.Write(out)
+	return sum, runErr
+}
+
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return -1
+	}
+	return fi.Size()
+}
