@@ -64,6 +64,8 @@ func (e batcherEmbedder) Submit(ctx context.Context, w []int32, out []float32, d
 	return e.b.Submit(ctx, gn.Request{Tokens: w, Out: out, Done: done})
 }
 
+func (e batcherEmbedder) Abort(err error) { e.b.Abort(err) }
+
 // run executes one pipeline and returns its summary (also printed and written to run.summary).
 func run(ctx context.Context, cfg *pipelines.Config, fromScratch bool) (sum embedded.Summary, err error) {
 	log := slog.Default()

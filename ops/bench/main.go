@@ -39,22 +39,22 @@ import (
 )
 
 type result struct {
-	Docs              int                `json:"docs"`
-	Windows           int                `json:"windows"`
-	Tokens            int                `json:"tokens"`
-	TokenizerTokPerS  float64            `json:"tokenizer_tokens_per_s"`
-	RawWindowsPerS    map[string]float64 `json:"raw_ort_windows_per_s_by_batch"`
-	RawBest           float64            `json:"raw_ort_best_windows_per_s"`
-	RawBestBatch      int                `json:"raw_ort_best_batch"`
-	PipelineWinPerS   float64            `json:"pipeline_windows_per_s"`
-	PipelineWall      float64            `json:"pipeline_wall_s"`
-	Ratio             float64            `json:"pipeline_over_raw"`
-	SecondRunWall     float64            `json:"second_run_wall_s"`
-	SecondRunGN       int64              `json:"second_run_gn_windows"`
-	FirstOverSecond   float64            `json:"first_over_second_wall"`
-	PeakRSSMiB        float64            `json:"peak_rss_mib"`
-	GNPaddingRatio    float64            `json:"pipeline_gn_padding_ratio"`
-	PipelineMaxBatch  int                `json:"pipeline_max_batch"`
+	Docs             int                `json:"docs"`
+	Windows          int                `json:"windows"`
+	Tokens           int                `json:"tokens"`
+	TokenizerTokPerS float64            `json:"tokenizer_tokens_per_s"`
+	RawWindowsPerS   map[string]float64 `json:"raw_ort_windows_per_s_by_batch"`
+	RawBest          float64            `json:"raw_ort_best_windows_per_s"`
+	RawBestBatch     int                `json:"raw_ort_best_batch"`
+	PipelineWinPerS  float64            `json:"pipeline_windows_per_s"`
+	PipelineWall     float64            `json:"pipeline_wall_s"`
+	Ratio            float64            `json:"pipeline_over_raw"`
+	SecondRunWall    float64            `json:"second_run_wall_s"`
+	SecondRunGN      int64              `json:"second_run_gn_windows"`
+	FirstOverSecond  float64            `json:"first_over_second_wall"`
+	PeakRSSMiB       float64            `json:"peak_rss_mib"`
+	GNPaddingRatio   float64            `json:"pipeline_gn_padding_ratio"`
+	PipelineMaxBatch int                `json:"pipeline_max_batch"`
 }
 
 func main() {
@@ -227,6 +227,8 @@ type batcherAdapter struct{ b *gn.Batcher }
 func (a batcherAdapter) Submit(ctx context.Context, w []int32, out []float32, done func(error)) error {
 	return a.b.Submit(ctx, gn.Request{Tokens: w, Out: out, Done: done})
 }
+
+func (a batcherAdapter) Abort(err error) { a.b.Abort(err) }
 
 func pipelineRun(dump string, maxDocs int, dir string, round int, model *gn.Model, tok *wordpiece.Tokenizer, p chunk.Params, maxBatch int) (float64, *embedded.Runner, gn.BatcherStats, error) {
 	t0 := time.Now()

@@ -43,6 +43,9 @@ type Tokenizer interface {
 // out holds the L2-normalised chunk embedding or with the error.
 type WindowEmbedder interface {
 	Submit(ctx context.Context, window []int32, out []float32, done func(error)) error
+	// Abort is the hard stop: windows still queued fail with err (their done is called) and
+	// Abort returns once no forward pass is running. Submit fails afterwards.
+	Abort(err error)
 }
 
 // ChunkCache is the persistent chunk-embedding cache (stages/shardcache).
@@ -193,10 +196,13 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer hardCancel(nil)
 	stopWatch := context.AfterFunc(ctx, func() {
 		r.opt.Logger.Info("soft stop: draining in-flight documents", "deadline", r.opt.DrainTimeout)
-		t := time.AfterFunc(r.opt.DrainTimeout, func() { hardCancel(errors.New("drain deadline passed")) })
+		t := time.AfterFunc(r.opt.DrainTimeout, func() { hardCancel(errHardStop) })
 		context.AfterFunc(hardCtx, func() { t.Stop() })
 	})
 	defer stopWatch()
+	// On the hard stop nothing queued for the GN runs any more: those documents are abandoned.
+	stopAbort := context.AfterFunc(hardCtx, func() { r.parts.Embedder.Abort(context.Cause(hardCtx)) })
+	defer stopAbort()
 
 	toTok := make(chan *item, r.opt.Queue)
 	toEmb := make(chan *item, r.opt.Queue)
@@ -227,7 +233,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		go func() {
 			defer tokWG.Done()
 			for it := range toTok {
-				if it.bad == nil {
+				if it.bad == nil && ctx.Err() == nil {
 					r.tokenize(it)
 				}
 				toEmb <- it
@@ -245,6 +251,11 @@ func (r *Runner) Run(ctx context.Context) error {
 		deliver := func(it *item) { done <- it; inflight.Done() }
 		for it := range toEmb {
 			inflight.Add(1)
+			if it.bad == nil && ctx.Err() != nil {
+				// Soft stop: only documents already at the GN finish; the rest are abandoned
+				// unacked, so the drain takes one batcher queue, not every queued document.
+				it.fail("stop", ctx.Err())
+			}
 			if it.bad != nil || it.err != nil {
 				deliver(it)
 				continue

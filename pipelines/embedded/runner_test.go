@@ -24,10 +24,12 @@ const dim = 8
 
 // sliceSource yields documents; an entry with ID "bad:*" is returned as a bad input.
 type sliceSource struct {
-	docs  []schemas.Document
-	i     int
-	delay time.Duration
-	acked atomic.Int64
+	docs     []schemas.Document
+	i        int
+	delay    time.Duration
+	acked    atomic.Int64
+	cancelAt int    // when > 0: call cancel after handing out this many inputs (an interrupt)
+	cancel   func() // the run's soft stop
 }
 
 func (s *sliceSource) Read(ctx context.Context) (schemas.Document, connectors.AckFunc, error) {
@@ -43,6 +45,9 @@ func (s *sliceSource) Read(ctx context.Context) (schemas.Document, connectors.Ac
 	}
 	d := s.docs[s.i]
 	s.i++
+	if s.cancelAt > 0 && s.i == s.cancelAt {
+		s.cancel()
+	}
 	ack := func(context.Context, error) error { s.acked.Add(1); return nil }
 	if strings.HasPrefix(d.ID, "bad:") {
 		return schemas.Document{}, ack, &connectors.BadInputError{DocID: d.ID, Position: fmt.Sprint(s.i), Reason: errors.New("malformed")}
@@ -87,6 +92,8 @@ func vectorOf(w []int32) []float32 {
 	}
 	return v
 }
+
+func (g *fakeGN) Abort(error) {}
 
 func (g *fakeGN) Submit(ctx context.Context, w []int32, out []float32, done func(error)) error {
 	if err := ctx.Err(); err != nil {
@@ -289,20 +296,14 @@ func TestInterruptAndResume(t *testing.T) {
 	docs := corpus(60)
 	var wm atomic.Int64
 	first := newRig(t, dir, docs, Options{CommitEvery: 3, OnCommit: func(w int64) error { wm.Store(w); return nil }})
-	first.src.delay = 2 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		for first.r.C.DocsWritten.Load() < 15 {
-			time.Sleep(time.Millisecond)
-		}
-		cancel()
-	}()
+	first.src.cancelAt, first.src.cancel = 20, cancel
 	if err := first.r.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
 	w := wm.Load()
-	if w < 15 || w >= 60 {
-		t.Fatalf("watermark after interrupt = %d", w)
+	if w > 20 {
+		t.Fatalf("watermark after interrupt = %d (read %d written %d abandoned %d failed %d)", w, first.r.C.InputsRead.Load(), first.r.C.DocsWritten.Load(), first.r.C.Abandoned.Load(), first.r.C.DocsFailed.Load())
 	}
 	seen := map[string]int{}
 	for _, v := range first.sink.durable {
@@ -370,5 +371,60 @@ func TestWatermark(t *testing.T) {
 	w.mark(5)
 	if w.next != 8 || len(w.done) != 1 {
 		t.Fatalf("next %d done %v", w.next, w.done)
+	}
+}
+
+// stuckGN accepts windows and never finishes them until Abort, like a GN far too slow for the
+// drain deadline.
+type stuckGN struct {
+	onFirst sync.Once
+	first   func() // called at the first Submit
+	mu      sync.Mutex
+	pending []func(error)
+	aborted atomic.Bool
+}
+
+func (g *stuckGN) Submit(ctx context.Context, _ []int32, _ []float32, done func(error)) error {
+	if g.aborted.Load() {
+		return errors.New("closed")
+	}
+	g.onFirst.Do(g.first)
+	g.mu.Lock()
+	g.pending = append(g.pending, done)
+	g.mu.Unlock()
+	return nil
+}
+
+func (g *stuckGN) Abort(err error) {
+	g.aborted.Store(true)
+	g.mu.Lock()
+	p := g.pending
+	g.pending = nil
+	g.mu.Unlock()
+	for _, done := range p {
+		done(err)
+	}
+}
+
+// The hard stop: after DrainTimeout the queued windows are dropped, the run returns, and the
+// documents they belonged to are neither written, dead-lettered nor acked.
+func TestHardStopAbandons(t *testing.T) {
+	rg := newRig(t, t.TempDir(), corpus(10), Options{DrainTimeout: 50 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &stuckGN{first: cancel} // interrupted once a document is at the GN
+	rg.r.parts.Embedder = g
+	start := time.Now()
+	if err := rg.r.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("hard stop took %v", el)
+	}
+	c := &rg.r.C
+	if !g.aborted.Load() || c.Abandoned.Load() == 0 || c.DocsWritten.Load() != 0 || c.DocsFailed.Load() != 0 {
+		t.Fatalf("aborted %v abandoned %d written %d failed %d", g.aborted.Load(), c.Abandoned.Load(), c.DocsWritten.Load(), c.DocsFailed.Load())
+	}
+	if c.Watermark.Load() != 0 || rg.src.acked.Load() != 0 || len(rg.dl.d) != 0 {
+		t.Fatalf("watermark %d acked %d dead letters %d", c.Watermark.Load(), rg.src.acked.Load(), len(rg.dl.d))
 	}
 }

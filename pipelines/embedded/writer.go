@@ -80,7 +80,7 @@ func (r *Runner) write(ctx context.Context, done <-chan *item) error {
 			}
 			if written {
 				pending = append(pending, it)
-			} else if it.err == nil || !isCancel(it.err) {
+			} else if !abandoned(it) {
 				wm.mark(it.seq) // dead-lettered durably: done
 				if err := r.advance(wm); err != nil {
 					return err
@@ -113,6 +113,13 @@ func (r *Runner) advance(wm *watermark) error {
 	return nil
 }
 
+// errHardStop is what windows still queued for the GN fail with at the hard stop.
+var errHardStop = errors.New("hard stop: drain deadline passed")
+
+func abandoned(it *item) bool {
+	return it.bad == nil && it.err != nil && (isCancel(it.err) || it.stage == "stop" || errors.Is(it.err, errHardStop))
+}
+
 func isCancel(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
@@ -135,7 +142,7 @@ func (r *Runner) handle(ctx context.Context, it *item) (bool, error) {
 		})
 	}
 	if it.err != nil {
-		if isCancel(it.err) {
+		if abandoned(it) {
 			// Not the document's fault: a hard stop. Not acked, read again next run.
 			r.C.Abandoned.Add(1)
 			return false, nil

@@ -181,6 +181,12 @@ func (b *Batcher) signal() {
 // Close stops accepting requests, runs every queued one, and returns when the batcher
 // goroutine has exited. Safe to call more than once and concurrently.
 func (b *Batcher) Close() error {
+	b.shut()
+	<-b.done
+	return nil
+}
+
+func (b *Batcher) shut() {
 	b.once.Do(func() {
 		b.mu.Lock()
 		b.closed = true
@@ -188,8 +194,22 @@ func (b *Batcher) Close() error {
 		close(b.closing)
 		b.signal()
 	})
+}
+
+// Abort is the hard stop: it stops accepting requests, fails every queued request with err
+// (their Done is called) without running it, and returns once the pass already running, if
+// any, has finished and the batcher goroutine has exited.
+func (b *Batcher) Abort(err error) {
+	b.shut()
+	b.mu.Lock()
+	dropped := b.queue
+	b.queue = nil
+	b.mu.Unlock()
+	for _, p := range dropped {
+		<-b.slots
+		p.Done(err)
+	}
 	<-b.done
-	return nil
 }
 
 // Stats returns counters so far.

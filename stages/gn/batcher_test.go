@@ -395,3 +395,58 @@ func TestBatcherSubmitRacingClose(t *testing.T) {
 		t.Fatalf("%d accepted, %d done", accepted.Load(), done.Load())
 	}
 }
+
+// Abort fails what is queued without running it; Close afterwards returns at once.
+func TestBatcherAbortFailsQueued(t *testing.T) {
+	gate := make(chan struct{})
+	f := &gatedEmbedder{dim: 2, gate: gate}
+	b, err := NewBatcher(f, BatcherOptions{TokenBudget: 8, MaxBatch: 1, MaxWait: time.Millisecond, QueueSize: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var errs []error
+	for i := 0; i < 5; i++ {
+		r := Request{Tokens: []int32{1, 2}, Out: make([]float32, 2), Done: func(err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() }}
+		if err := b.Submit(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := errors.New("hard stop")
+	aborted := make(chan struct{})
+	go func() { b.Abort(stop); close(aborted) }()
+	time.Sleep(20 * time.Millisecond)
+	close(gate) // let the one running pass finish
+	<-aborted
+	b.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(errs) != 5 {
+		t.Fatalf("%d Done calls, want 5", len(errs))
+	}
+	failed := 0
+	for _, e := range errs {
+		if errors.Is(e, stop) {
+			failed++
+		}
+	}
+	if failed < 3 || f.calls.Load() > 2 {
+		t.Fatalf("%d failed by Abort, %d passes ran", failed, f.calls.Load())
+	}
+	if err := b.Submit(context.Background(), Request{Tokens: []int32{1}, Out: make([]float32, 2), Done: func(error) {}}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Submit after Abort: %v", err)
+	}
+}
+
+type gatedEmbedder struct {
+	dim   int
+	gate  chan struct{}
+	calls atomic.Int64
+}
+
+func (g *gatedEmbedder) Dim() int { return g.dim }
+func (g *gatedEmbedder) Embed(w [][]int32, out [][]float32) error {
+	g.calls.Add(1)
+	<-g.gate
+	return nil
+}
