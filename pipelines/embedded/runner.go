@@ -266,7 +266,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		close(done)
 	}()
 
-	if err := r.write(hardCtx, done); err != nil {
+	// The writer outlives the hard stop: documents that did finish must still reach the sinks
+	// and be committed, so its context is not the one the hard stop cancels.
+	if err := r.write(context.WithoutCancel(hardCtx), done); err != nil {
 		fail(err)
 		for range done { // let the other stages finish; nothing more is committed
 		}
