@@ -1,0 +1,324 @@
+// Package uspto reads USPTO full-text patent files (grants and applications, as published in
+// the weekly bulk files) as a connectors.Source: a .xml file of concatenated documents, or the
+// .zip archive it is published in. Parsing lives in the patentxml subpackage.
+//
+// Documents come out in file order (zip members in name order), which the runner relies on:
+// it resumes by skipping the first N inputs.
+package uspto
+
+import (
+	"archive/zip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/connectors/uspto/patentxml"
+	"github.com/reignpipe/reignpipe/schemas"
+)
+
+// Source is the Document.Source of every document.
+const Source = "uspto"
+
+// Section names for Options.Sections.
+const (
+	SectionTitle       = "title"
+	SectionAbstract    = "abstract"
+	SectionClaims      = "claims"
+	SectionDescription = "description"
+)
+
+// DefaultSections is the text layout when Options.Sections is empty.
+var DefaultSections = []string{SectionTitle, SectionAbstract, SectionClaims, SectionDescription}
+
+// Options configures Open.
+type Options struct {
+	// Path is a .xml file of concatenated documents or a .zip archive holding such files.
+	Path string
+	// Sections picks and orders the parts of Document.Text; empty = DefaultSections.
+	Sections []string
+	// MaxDocBytes bounds one document; 0 = DefaultMaxDocBytes. Longer ones are bad inputs.
+	MaxDocBytes int64
+}
+
+func (o *Options) validate() error {
+	if o.Path == "" {
+		return errors.New("uspto: Path is required")
+	}
+	if o.MaxDocBytes < 0 {
+		return fmt.Errorf("uspto: MaxDocBytes %d must not be negative", o.MaxDocBytes)
+	}
+	return ValidateSections(o.Sections)
+}
+
+// ValidateSections checks a section list: known names, no repeats, not empty.
+func ValidateSections(sections []string) error {
+	if sections == nil {
+		return nil
+	}
+	if len(sections) == 0 {
+		return errors.New("uspto: Sections is empty (leave it nil for the default)")
+	}
+	seen := map[string]bool{}
+	for _, s := range sections {
+		if !slices.Contains(DefaultSections, s) {
+			return fmt.Errorf("uspto: unknown section %q (want some of %v)", s, DefaultSections)
+		}
+		if seen[s] {
+			return fmt.Errorf("uspto: section %q given twice", s)
+		}
+		seen[s] = true
+	}
+	return nil
+}
+
+// Text joins the chosen sections with blank lines; lines within a section are joined by "\n".
+// Empty sections (design grants have no abstract) are left out rather than leaving a gap.
+func Text(p patentxml.Patent, sections []string) string {
+	if sections == nil {
+		sections = DefaultSections
+	}
+	var parts []string
+	for _, s := range sections {
+		var t string
+		switch s {
+		case SectionTitle:
+			t = p.Title
+		case SectionAbstract:
+			t = strings.Join(p.Abstract, "\n")
+		case SectionClaims:
+			t = strings.Join(p.Claims, "\n")
+		case SectionDescription:
+			t = strings.Join(p.Description, "\n")
+		}
+		if t != "" {
+			parts = append(parts, t)
+		}
+	}
+	return strings.Join(parts, "\n\n")
+}
+
+// Reader is a connectors.Source over one file.
+type Reader struct {
+	opts     Options
+	base     string
+	f        *os.File
+	members  []*zip.File // nil for a plain .xml file
+	nextMem  int
+	cur      io.ReadCloser
+	curName  string
+	curSize  int64
+	sp       *Splitter
+	done     int64 // bytes of the members finished
+	total    int64
+	plainXML bool
+
+	mu        sync.Mutex // guards what Stats reports
+	read      int64
+	skipped   map[string]int64
+	bytesRead int64
+	closed    bool
+}
+
+var _ connectors.Source = (*Reader)(nil)
+
+// Open opens the file. A zip archive (detected from its content) is read member by member:
+// every member whose name ends in .xml, in name order, each streamed. BytesTotal is then the
+// members' uncompressed size, so that progress is measured in the same bytes as BytesRead.
+func Open(opts Options) (*Reader, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(opts.Path)
+	if err != nil {
+		return nil, fmt.Errorf("uspto: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("uspto: %w", err)
+	}
+	r := &Reader{opts: opts, base: filepath.Base(opts.Path), f: f, skipped: map[string]int64{}}
+	magic := make([]byte, 4)
+	n, _ := io.ReadFull(f, magic)
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("uspto: %w", err)
+	}
+	if n == 4 && string(magic) == "PK\x03\x04" {
+		zr, err := zip.NewReader(f, st.Size())
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("uspto: %s: %w", r.base, err)
+		}
+		for _, m := range zr.File {
+			if strings.HasSuffix(strings.ToLower(m.Name), ".xml") && !m.FileInfo().IsDir() {
+				r.members = append(r.members, m)
+				r.total += int64(m.UncompressedSize64)
+			}
+		}
+		slices.SortFunc(r.members, func(a, b *zip.File) int { return strings.Compare(a.Name, b.Name) })
+	} else {
+		r.plainXML, r.total = true, st.Size()
+	}
+	return r, nil
+}
+
+func noAck(context.Context, error) error { return nil }
+
+// openNext starts the next input; false when there is none.
+func (r *Reader) openNext() (bool, error) {
+	if r.plainXML {
+		if r.nextMem > 0 {
+			return false, nil
+		}
+		r.nextMem++
+		r.cur, r.curName, r.curSize = io.NopCloser(r.f), r.base, r.total
+	} else {
+		if r.nextMem >= len(r.members) {
+			return false, nil
+		}
+		m := r.members[r.nextMem]
+		r.nextMem++
+		rc, err := m.Open()
+		if err != nil {
+			return false, fmt.Errorf("uspto: %s:%s: %w", r.base, m.Name, err)
+		}
+		r.cur, r.curName, r.curSize = rc, r.base+":"+m.Name, int64(m.UncompressedSize64)
+	}
+	r.sp = NewSplitter(r.cur, r.opts.MaxDocBytes)
+	return true, nil
+}
+
+func (r *Reader) finishMember() {
+	r.cur.Close()
+	r.done += r.curSize
+	r.cur, r.sp = nil, nil
+}
+
+// Read returns the next patent. Sequence listings and other non-patent documents are skipped
+// and counted; documents that cannot be parsed come back as *connectors.BadInputError.
+func (r *Reader) Read(ctx context.Context) (schemas.Document, connectors.AckFunc, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return schemas.Document{}, nil, err
+		}
+		if r.isClosed() {
+			return schemas.Document{}, nil, errors.New("uspto: reader closed")
+		}
+		if r.sp == nil {
+			ok, err := r.openNext()
+			if err != nil {
+				return schemas.Document{}, nil, err
+			}
+			if !ok {
+				return schemas.Document{}, nil, io.EOF
+			}
+		}
+		data, off, err := r.sp.Next()
+		r.mu.Lock()
+		r.bytesRead = r.done + r.sp.Offset()
+		r.mu.Unlock()
+		if err == io.EOF {
+			r.finishMember()
+			continue
+		}
+		pos := r.curName + " offset " + strconv.FormatInt(off, 10)
+		var tooLarge *TooLargeError
+		if errors.As(err, &tooLarge) {
+			p, _ := patentxml.ParseDocument(tooLarge.Head)
+			return schemas.Document{}, noAck, &connectors.BadInputError{DocID: docID(p), Position: pos, Reason: err}
+		}
+		if err != nil {
+			return schemas.Document{}, nil, fmt.Errorf("uspto: %s: %w", pos, err)
+		}
+		p, err := patentxml.ParseDocument(data)
+		var notPatent *patentxml.NotPatentError
+		if errors.As(err, &notPatent) {
+			r.skip(notPatent.Reason())
+			continue
+		}
+		if err != nil {
+			return schemas.Document{}, noAck, &connectors.BadInputError{DocID: docID(p), Position: pos, Reason: err}
+		}
+		text := Text(p, r.opts.Sections)
+		if text == "" {
+			r.skip("empty")
+			continue
+		}
+		r.mu.Lock()
+		r.read++
+		r.mu.Unlock()
+		return schemas.Document{
+			ID:      docID(p),
+			Source:  Source,
+			Version: Version(p),
+			Title:   p.Title,
+			Text:    text,
+			Meta: map[string]string{
+				"kind": p.Kind, "country": p.Country, "doc_number": p.DocNumber,
+				"publication_date": p.PublicationDate, "application_number": p.ApplicationNumber,
+				"filing_date": p.FilingDate, "cpc": strings.Join(p.CPC, "; "),
+				"ipc": strings.Join(p.IPC, "; "), "dtd_version": p.DTDVersion,
+				"doc_type": p.DocType, "file": r.curName, "offset": strconv.FormatInt(off, 10),
+			},
+		}, noAck, nil
+	}
+}
+
+func docID(p patentxml.Patent) string {
+	if p.DocID == "" {
+		return ""
+	}
+	return Source + ":" + p.DocID
+}
+
+// Version is the publication date followed by the kind code, e.g. "20070925B2". A corrected
+// republication of the same document number (A9 for a corrected application, B9 for a
+// corrected grant) carries a later publication date, or the same date and a later kind, so the
+// newer text sorts last as a string.
+func Version(p patentxml.Patent) string { return p.PublicationDate + p.Kind }
+
+func (r *Reader) skip(reason string) {
+	r.mu.Lock()
+	r.skipped[reason]++
+	r.mu.Unlock()
+}
+
+func (r *Reader) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
+// Stats may be called from any goroutine.
+func (r *Reader) Stats() connectors.SourceStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sk := make(map[string]int64, len(r.skipped))
+	for k, v := range r.skipped {
+		sk[k] = v
+	}
+	return connectors.SourceStats{Read: r.read, Skipped: sk, BytesRead: r.bytesRead, BytesTotal: r.total}
+}
+
+// Close releases the file. Read must not be running concurrently.
+func (r *Reader) Close(context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	if r.cur != nil && !r.plainXML {
+		r.cur.Close()
+	}
+	return r.f.Close()
+}
