@@ -96,3 +96,33 @@ func (r *Runtime) forget(m *Model) {
 	delete(r.models, m)
 	r.mu.Unlock()
 }
+
+// NewSessionFromBytes creates a session from an in-memory ONNX model with the same provider,
+// thread and spinning options as the GN sessions, so other stages (the REIGN aggregator, whose
+// graph is built in Go) share this environment instead of creating a second one. The caller
+// owns the session and must destroy it before Close: the Runtime does not track it.
+func (r *Runtime) NewSessionFromBytes(onnx []byte, inputs, outputs []string, provider string, intra, inter int) (*ort.DynamicAdvancedSession, error) {
+	cfg := Config{Provider: provider, IntraOpThreads: intra, InterOpThreads: inter}
+	kind, device, err := parseProvider(provider)
+	if err != nil {
+		return nil, err
+	}
+	if intra < 0 || inter < 0 {
+		return nil, fmt.Errorf("gn: thread counts must be >= 0 (0 = ORT default), got intra=%d inter=%d", intra, inter)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, fmt.Errorf("gn: NewSessionFromBytes: runtime %w", ErrClosed)
+	}
+	opts, err := sessionOptions(cfg, kind, device, r.lib)
+	if err != nil {
+		return nil, err
+	}
+	defer opts.Destroy()
+	s, err := ort.NewDynamicAdvancedSessionWithONNXData(onnx, inputs, outputs, opts)
+	if err != nil {
+		return nil, fmt.Errorf("gn: creating session from %d-byte model: %w", len(onnx), err)
+	}
+	return s, nil
+}
