@@ -84,7 +84,12 @@ type CacheConfig struct {
 
 // AggregateConfig selects how chunk embeddings become a document vector.
 type AggregateConfig struct {
-	Type string `yaml:"type"` // meanpool
+	Type       string `yaml:"type"`       // meanpool | reign
+	Checkpoint string `yaml:"checkpoint"` // reign: directory with config.json + model.safetensors
+	// TrainedOn names the GN (name or fingerprint) a checkpoint without a reignpipe manifest was
+	// trained on; such a checkpoint is refused without it.
+	TrainedOn   string `yaml:"trained_on"`
+	SingleChunk string `yaml:"single_chunk"` // reign (reference behaviour) | gn (the paper's advice)
 }
 
 // SinkConfig is one output.
@@ -195,7 +200,7 @@ func Defaults() *Config {
 		Chunking:  ChunkingConfig{K: 512, S: 512},
 		Batching:  BatchingConfig{TokenBudget: 16384, MaxBatch: 32, MaxWait: Duration{20 * time.Millisecond}},
 		Cache:     CacheConfig{Dir: "out/cache", RowsPerShard: 8192},
-		Aggregate: AggregateConfig{Type: "meanpool"},
+		Aggregate: AggregateConfig{Type: "meanpool", SingleChunk: "reign"},
 		Run: RunConfig{
 			StateDir: "out/state", CommitEvery: 512, CommitInterval: Duration{10 * time.Second},
 			Queue: 64, Progress: "auto", DrainTimeout: Duration{30 * time.Second},
@@ -285,8 +290,14 @@ func (c *Config) Validate() error {
 		return c.bad("cache.dir", "missing")
 	case c.Cache.RowsPerShard < 1:
 		return c.bad("cache.rows_per_shard", "must be >= 1")
-	case c.Aggregate.Type != "meanpool":
-		return c.bad("aggregate.type", "unknown aggregation %q (meanpool)", c.Aggregate.Type)
+	case c.Aggregate.Type != "meanpool" && c.Aggregate.Type != "reign":
+		return c.bad("aggregate.type", "unknown aggregation %q (meanpool, reign)", c.Aggregate.Type)
+	case c.Aggregate.Type == "reign" && c.Aggregate.Checkpoint == "":
+		return c.bad("aggregate.checkpoint", "reign needs a checkpoint directory")
+	case c.Aggregate.Type == "meanpool" && (c.Aggregate.Checkpoint != "" || c.Aggregate.TrainedOn != ""):
+		return c.bad("aggregate", "checkpoint and trained_on apply only to type reign")
+	case c.Aggregate.SingleChunk != "reign" && c.Aggregate.SingleChunk != "gn":
+		return c.bad("aggregate.single_chunk", "%q is not reign or gn", c.Aggregate.SingleChunk)
 	case len(c.Sinks) == 0:
 		return c.bad("sinks", "at least one sink is needed")
 	case c.Run.CommitEvery < 1:

@@ -14,7 +14,6 @@ import (
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/embedded"
-	"github.com/reignpipe/reignpipe/stages/aggregate"
 	"github.com/reignpipe/reignpipe/stages/chunk"
 	"github.com/reignpipe/reignpipe/stages/gn"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
@@ -131,10 +130,11 @@ func run(ctx context.Context, cfg *pipelines.Config, fromScratch bool) (sum embe
 			err = cerr
 		}
 	}()
-	agg, err := aggregate.NewMeanPool(model.Dim(), model.Fingerprint())
+	agg, closeAgg, err := buildAggregator(rt, cfg, model, params)
 	if err != nil {
 		return sum, err
 	}
+	defer closeAgg()
 
 	newSource, ok := sources[cfg.Source.Type]
 	if !ok {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/reignpipe/reignpipe/schemas"
+	"github.com/reignpipe/reignpipe/stages/aggregate"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
 
@@ -152,6 +153,9 @@ func (r *Runner) handle(ctx context.Context, it *item) (bool, error) {
 		})
 	}
 	agg := r.parts.Aggregator
+	if rt, ok := agg.(aggregate.Router); ok {
+		agg = rt.Route(len(it.emb))
+	}
 	vec := make([]float32, agg.Dim())
 	if err := agg.Aggregate(it.emb, vec); err != nil {
 		return false, r.deadLetter(ctx, it, schemas.DeadLetter{

@@ -73,3 +73,31 @@ func (m *MeanPool) Aggregate(chunks [][]float32, out []float32) error {
 	}
 	return nil
 }
+
+// Router is an aggregator whose choice depends on the document: the runner asks it which
+// aggregator (and so which space and dimension) a document of n chunks goes to.
+type Router interface {
+	Route(nChunks int) Aggregator
+}
+
+// SingleChunkRouter sends single-chunk documents to Single and the rest to Multi: the paper's
+// advice for REIGN, which trails the bare GN on one-chunk inputs. The two outputs live in
+// different spaces (and often dimensions); every vector keeps its own space label.
+type SingleChunkRouter struct {
+	Multi, Single Aggregator
+}
+
+// Route picks the aggregator for a document of n chunks.
+func (r SingleChunkRouter) Route(n int) Aggregator {
+	if n == 1 {
+		return r.Single
+	}
+	return r.Multi
+}
+
+// Space, Dim and Aggregate describe the multi-chunk route; the runner uses Route.
+func (r SingleChunkRouter) Space() string { return r.Multi.Space() }
+func (r SingleChunkRouter) Dim() int      { return r.Multi.Dim() }
+func (r SingleChunkRouter) Aggregate(chunks [][]float32, out []float32) error {
+	return r.Route(len(chunks)).Aggregate(chunks, out)
+}

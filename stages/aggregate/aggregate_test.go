@@ -60,3 +60,31 @@ func TestMeanPoolErrors(t *testing.T) {
 		t.Error("empty fingerprint accepted")
 	}
 }
+
+type fixed struct {
+	space string
+	dim   int
+}
+
+func (f fixed) Space() string { return f.space }
+func (f fixed) Dim() int      { return f.dim }
+func (f fixed) Aggregate(_ [][]float32, out []float32) error {
+	for i := range out {
+		out[i] = float32(f.dim)
+	}
+	return nil
+}
+
+func TestSingleChunkRouter(t *testing.T) {
+	r := SingleChunkRouter{Multi: fixed{"reign:x", 3}, Single: fixed{"gn-meanpool:y", 2}}
+	if a := r.Route(1); a.Space() != "gn-meanpool:y" || a.Dim() != 2 {
+		t.Fatalf("one chunk routed to %s", a.Space())
+	}
+	if a := r.Route(2); a.Space() != "reign:x" {
+		t.Fatalf("two chunks routed to %s", a.Space())
+	}
+	out := make([]float32, 2)
+	if err := r.Aggregate([][]float32{{1, 0}}, out); err != nil || out[0] != 2 {
+		t.Fatalf("%v %v", out, err)
+	}
+}
