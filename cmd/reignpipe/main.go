@@ -1,6 +1,7 @@
 // Command reignpipe turns corpora of long documents into one vector per document.
 //
 //	reignpipe run [flags] PIPELINE.yaml      run a pipeline in this process (embedded mode)
+//	reignpipe reaggregate [flags] PIPELINE.yaml  rebuild every document vector from the chunk cache
 //	reignpipe neighbors [flags]              nearest documents to one document, from a vector sink
 //	reignpipe version
 //
@@ -43,6 +44,7 @@ func usage(w io.Writer) {
 
 usage:
   reignpipe run [--from-scratch] [--input PATH] [--log-format text|json] PIPELINE.yaml
+  reignpipe reaggregate --out DIR [--checkpoint DIR] PIPELINE.yaml
   reignpipe neighbors --vectors DIR [--doc ID|--title TITLE] [--k 5]
   reignpipe version
 `)
@@ -59,6 +61,8 @@ func main() {
 	switch os.Args[1] {
 	case "run":
 		err = cmdRun(ctx, os.Args[2:])
+	case "reaggregate":
+		err = cmdReaggregate(ctx, os.Args[2:])
 	case "neighbors", "neighbours":
 		err = cmdNeighbors(os.Args[2:])
 	case "version", "--version":

@@ -67,6 +67,30 @@ func TestRunWithREIGN(t *testing.T) {
 		}
 	}
 
+	// Re-aggregation from the shards alone: no GN forward pass, the same vectors.
+	rsum, err := reaggregate(context.Background(), cfg, filepath.Join(dir, "reagg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rsum.Written != 4 || rsum.Failed != 0 || rsum.GNForward != 0 || rsum.GNWindows != 0 {
+		t.Fatalf("reaggregate summary %+v", rsum)
+	}
+	again, err := vectorfile.Latest(filepath.Join(dir, "reagg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, v := range vecs {
+		w := again[id]
+		if w.Space != v.Space || w.Version != v.Version || w.ContentHash != v.ContentHash {
+			t.Fatalf("%s: reaggregated %+v, ran %+v", id, w, v)
+		}
+		for i := range v.Vector {
+			if math.Abs(float64(w.Vector[i]-v.Vector[i])) > 1e-6 {
+				t.Fatalf("%s: reaggregated vector differs", id)
+			}
+		}
+	}
+
 	// The multi-chunk document against the oracle, from the cached chunk embeddings.
 	c := vecs["t:c"]
 	if c.NChunks < 2 {

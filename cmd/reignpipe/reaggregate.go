@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/reignpipe/reignpipe/connectors/vectorfile"
+	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/schemas"
+	"github.com/reignpipe/reignpipe/stages/aggregate"
+	"github.com/reignpipe/reignpipe/stages/chunk"
+	"github.com/reignpipe/reignpipe/stages/gn"
+	"github.com/reignpipe/reignpipe/stages/shardcache"
+)
+
+// ReaggregateSummary is printed by `reignpipe reaggregate`. GNWindows is always 0: the point
+// of the command is that document vectors are rebuilt from the chunk cache alone.
+type ReaggregateSummary struct {
+	Pipeline     string  `json:"pipeline"`
+	WallSeconds  float64 `json:"wall_seconds"`
+	Documents    int64   `json:"documents"`
+	Written      int64   `json:"docs_written"`
+	Failed       int64   `json:"docs_failed"` // a chunk missing from the cache, or aggregation failed
+	ChunksRead   int64   `json:"chunks_read"`
+	GNWindows    int64   `json:"gn_windows"`
+	GNForward    int64   `json:"gn_forward_passes"`
+	Space        string  `json:"vector_space"`
+	Output       string  `json:"output"`
+	FirstFailure string  `json:"first_failure,omitempty"`
+}
+
+// cmdReaggregate recomputes every document vector of a pipeline's corpus from its chunk cache
+// (doc manifests + shards) with the pipeline's aggregation, e.g. a new REIGN checkpoint.
+// Manifests are streamed, so memory does not grow with the corpus.
+func cmdReaggregate(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("reaggregate", flag.ContinueOnError)
+	out := fs.String("out", "", "directory for the new Parquet vector parts (required)")
+	checkpoint := fs.String("checkpoint", "", "REIGN checkpoint (overrides aggregate.checkpoint and sets aggregate.type: reign)")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || *out == "" {
+		return errors.New("reaggregate: usage: reignpipe reaggregate --out DIR [--checkpoint DIR] PIPELINE.yaml")
+	}
+	cfg, err := pipelines.Load(pos[0])
+	if err != nil {
+		return err
+	}
+	if *checkpoint != "" {
+		cfg.Aggregate.Type, cfg.Aggregate.Checkpoint = "reign", *checkpoint
+	}
+	sum, err := reaggregate(ctx, cfg, *out)
+	b, _ := json.MarshalIndent(sum, "", "  ")
+	fmt.Println(string(b))
+	return err
+}
+
+func reaggregate(ctx context.Context, cfg *pipelines.Config, outDir string) (sum ReaggregateSummary, err error) {
+	start := time.Now()
+	sum.Pipeline, sum.Output = cfg.Name, outDir
+	lib, err := cfg.Runtime.LibraryPath()
+	if err != nil {
+		return sum, err
+	}
+	rt, err := gn.NewRuntime(lib)
+	if err != nil {
+		return sum, err
+	}
+	defer rt.Close()
+	// The GN model is loaded only for its fingerprint and dimension, which name the cache's
+	// space; it runs no forward pass (the summary reports its counter).
+	modelPath, tokPath := cfg.GN.ModelPaths()
+	model, err := rt.Load(gn.Config{Name: cfg.GN.Name, Model: modelPath, Tokenizer: tokPath, Provider: cfg.GN.Provider})
+	if err != nil {
+		return sum, fmt.Errorf("GN model: %w", err)
+	}
+	defer model.Close()
+	p := chunk.Params{K: cfg.Chunking.K, S: cfg.Chunking.S}
+	agg, closeAgg, err := buildAggregator(rt, cfg, model, p)
+	if err != nil {
+		return sum, err
+	}
+	defer closeAgg()
+	sum.Space = agg.Space()
+	cache, err := shardcache.Open(shardcache.Options{Dir: cfg.Cache.Dir, Fingerprint: model.Fingerprint(), Dim: model.Dim(), K: p.K, S: p.S})
+	if err != nil {
+		return sum, err
+	}
+	defer cache.Close()
+	sink, err := vectorfile.NewParquet(vectorfile.ParquetOptions{Dir: outDir, Dim: agg.Dim()})
+	if err != nil {
+		return sum, err
+	}
+	defer func() {
+		if cerr := sink.Close(context.Background()); cerr != nil && err == nil {
+			err = cerr
+		}
+		sum.WallSeconds = time.Since(start).Seconds()
+		sum.GNForward = model.Stats().ForwardPasses
+	}()
+
+	fail := func(docID, reason string) {
+		sum.Failed++
+		if sum.FirstFailure == "" {
+			sum.FirstFailure = docID + ": " + reason
+		}
+		slog.Warn("reaggregate: document skipped", "doc", docID, "reason", reason)
+	}
+	var chunks [][]float32
+	err = cache.ScanManifests(func(m shardcache.Manifest) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		sum.Documents++
+		for len(chunks) < len(m.Keys) {
+			chunks = append(chunks, make([]float32, model.Dim()))
+		}
+		for i, k := range m.Keys {
+			hit, err := cache.Get(k, chunks[i])
+			if err != nil {
+				return err
+			}
+			if !hit {
+				fail(m.DocID, fmt.Sprintf("window %d (key %016x) is not in the cache", i, k))
+				return nil
+			}
+		}
+		sum.ChunksRead += int64(len(m.Keys))
+		a := agg
+		if r, ok := a.(aggregate.Router); ok {
+			a = r.Route(len(m.Keys))
+		}
+		vec := make([]float32, a.Dim())
+		if err := a.Aggregate(chunks[:len(m.Keys)], vec); err != nil {
+			fail(m.DocID, err.Error())
+			return nil
+		}
+		source, _, _ := strings.Cut(m.DocID, ":")
+		if err := sink.Write(ctx, schemas.DocVector{
+			DocID: m.DocID, Source: source, Version: m.Version, ContentHash: m.ContentHash,
+			NChunks: len(m.Keys), Space: a.Space(), Vector: vec,
+		}); err != nil {
+			return err
+		}
+		sum.Written++
+		return nil
+	})
+	if err != nil {
+		return sum, err
+	}
+	return sum, sink.Flush(ctx)
+}
