@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/reignpipe/reignpipe/connectors/uspto"
 )
 
 // Config is one pipeline definition.
@@ -41,11 +43,14 @@ type Config struct {
 
 // SourceConfig selects and configures the source connector.
 type SourceConfig struct {
-	Type    string `yaml:"type"` // wikipedia | jsonl
+	Type    string `yaml:"type"` // wikipedia | jsonl | uspto
 	Path    string `yaml:"path"`
 	Index   string `yaml:"index"`   // wikipedia multistream index; "" = auto-detect
 	Name    string `yaml:"name"`    // id prefix; "" = from the data
 	Workers int    `yaml:"workers"` // wikipedia: parallel bz2 streams; 0 = all cores
+	// Sections picks and orders the parts of a patent's text (uspto): title, abstract, claims,
+	// description. Empty = all four in that order.
+	Sections []string `yaml:"sections"`
 }
 
 // RuntimeConfig locates the ONNX Runtime library (one environment per process).
@@ -264,8 +269,10 @@ func (c *Config) Validate() error {
 		return c.bad("version", "unsupported version %d (this reignpipe reads version 1)", c.Version)
 	case c.Name == "":
 		return c.bad("name", "a pipeline needs a name (it keys the checkpoint)")
-	case c.Source.Type != "wikipedia" && c.Source.Type != "jsonl":
-		return c.bad("source.type", "unknown source %q (wikipedia, jsonl)", c.Source.Type)
+	case c.Source.Type != "wikipedia" && c.Source.Type != "jsonl" && c.Source.Type != "uspto":
+		return c.bad("source.type", "unknown source %q (wikipedia, jsonl, uspto)", c.Source.Type)
+	case len(c.Source.Sections) > 0 && c.Source.Type != "uspto":
+		return c.bad("source.sections", "applies only to the uspto source")
 	case c.Source.Path == "":
 		return c.bad("source.path", "missing input path")
 	case c.Source.Workers < 0:
@@ -312,6 +319,11 @@ func (c *Config) Validate() error {
 		return c.bad("run.progress", "%q is not auto, bar, log or off", c.Run.Progress)
 	case c.Run.StateDir == "":
 		return c.bad("run.state_dir", "missing")
+	}
+	if c.Source.Type == "uspto" {
+		if err := uspto.ValidateSections(c.Source.Sections); err != nil {
+			return c.bad("source.sections", "%v", err)
+		}
 	}
 	dirs := map[string]bool{}
 	for i, s := range c.Sinks {

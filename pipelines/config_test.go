@@ -40,6 +40,8 @@ func TestRejectsWithLine(t *testing.T) {
 		{"bad duration", minimal + "batching:\n  max_wait: soon\n", "line 10"},
 		{"unknown sink", strings.Replace(minimal, "type: parquet", "type: csv", 1), "line 7: sinks.0.type"},
 		{"duplicate sink dir", minimal + "  - type: jsonl\n    dir: out/v\n", "line 10: sinks.1.dir"},
+		{"sections on jsonl", strings.Replace(minimal, "  path: in.jsonl\n", "  path: in.jsonl\n  sections: [claims]\n", 1), "line 6: source.sections"},
+		{"unknown section", strings.Replace(strings.Replace(minimal, "type: jsonl", "type: uspto", 1), "  path: in.jsonl\n", "  path: in.jsonl\n  sections: [claims, drawings]\n", 1), "line 6: source.sections: uspto: unknown section \"drawings\""},
 		{"unknown source", strings.Replace(minimal, "type: jsonl", "type: rss", 1), "line 4: source.type"},
 		{"no name", strings.Replace(minimal, "name: t\n", "", 1), "name"},
 		{"bad version", strings.Replace(minimal, "version: 1", "version: 2", 1), "line 1: version"},

@@ -23,6 +23,8 @@ import (
 
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/connectors/jsonl"
+	"github.com/reignpipe/reignpipe/connectors/multifile"
+	"github.com/reignpipe/reignpipe/connectors/uspto"
 	"github.com/reignpipe/reignpipe/connectors/wikipedia"
 	"github.com/reignpipe/reignpipe/pipelines"
 )
@@ -34,8 +36,19 @@ var sources = map[string]func(pipelines.SourceConfig) (connectors.Source, error)
 	"wikipedia": func(c pipelines.SourceConfig) (connectors.Source, error) {
 		return wikipedia.Open(wikipedia.Options{Path: c.Path, Index: c.Index, Source: c.Name, Workers: c.Workers})
 	},
+	// jsonl and uspto also take a directory or a glob: the files are read in name order.
 	"jsonl": func(c pipelines.SourceConfig) (connectors.Source, error) {
-		return jsonl.Open(jsonl.Options{Path: c.Path, Source: c.Name})
+		return multifile.Open(c.Path, func(p string) (connectors.Source, error) {
+			return jsonl.Open(jsonl.Options{Path: p, Source: c.Name})
+		})
+	},
+	"uspto": func(c pipelines.SourceConfig) (connectors.Source, error) {
+		if err := uspto.ValidateSections(c.Sections); err != nil {
+			return nil, err
+		}
+		return multifile.Open(c.Path, func(p string) (connectors.Source, error) {
+			return uspto.Open(uspto.Options{Path: p, Sections: c.Sections})
+		})
 	},
 }
 

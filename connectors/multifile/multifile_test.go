@@ -1,0 +1,55 @@
+package multifile
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/connectors/jsonl"
+)
+
+func TestReadsFilesInNameOrder(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("b.jsonl", `{"id": 3, "text": "three"}`+"\n"+`{"id": 4, "text": " "}`+"\n")
+	write("a.jsonl", `{"id": 1, "text": "one"}`+"\n"+`{"id": 2, "text": "two"}`+"\n")
+	write(".hidden", "not read")
+	open := func(p string) (connectors.Source, error) { return jsonl.Open(jsonl.Options{Path: p, Source: "t"}) }
+	for _, path := range []string{dir, filepath.Join(dir, "*.jsonl")} {
+		s, err := Open(path, open)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for {
+			d, _, err := s.Read(context.Background())
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, d.ID)
+		}
+		if got := strings.Join(ids, ","); got != "t:1,t:2,t:3" {
+			t.Fatalf("%s: read %s", path, got)
+		}
+		st := s.Stats()
+		if st.Read != 3 || st.Skipped["empty"] != 1 || st.BytesRead != st.BytesTotal || st.BytesTotal == 0 {
+			t.Fatalf("%s: stats %+v", path, st)
+		}
+		s.Close(context.Background())
+	}
+	if _, err := Open(filepath.Join(dir, "*.xml"), open); err == nil {
+		t.Fatal("empty match accepted")
+	}
+}
