@@ -142,10 +142,13 @@ func reaggregate(ctx context.Context, cfg *pipelines.Config, outDir string) (sum
 			fail(m.DocID, err.Error())
 			return nil
 		}
-		source, _, _ := strings.Cut(m.DocID, ":")
+		source := m.Source
+		if source == "" { // written by an older version
+			source, _, _ = strings.Cut(m.DocID, ":")
+		}
 		if err := sink.Write(ctx, schemas.DocVector{
-			DocID: m.DocID, Source: source, Version: m.Version, ContentHash: m.ContentHash,
-			NChunks: len(m.Keys), Space: a.Space(), Vector: vec,
+			DocID: m.DocID, Title: m.Title, Source: source, Version: m.Version, ContentHash: m.ContentHash,
+			NChunks: len(m.Keys), NTokens: m.NTokens, Space: a.Space(), Vector: vec,
 		}); err != nil {
 			return err
 		}

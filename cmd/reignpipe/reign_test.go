@@ -81,7 +81,8 @@ func TestRunWithREIGN(t *testing.T) {
 	}
 	for id, v := range vecs {
 		w := again[id]
-		if w.Space != v.Space || w.Version != v.Version || w.ContentHash != v.ContentHash {
+		if w.Space != v.Space || w.Version != v.Version || w.ContentHash != v.ContentHash ||
+			w.Title != v.Title || w.Source != v.Source || w.NTokens != v.NTokens || w.NChunks != v.NChunks {
 			t.Fatalf("%s: reaggregated %+v, ran %+v", id, w, v)
 		}
 		for i := range v.Vector {

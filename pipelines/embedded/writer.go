@@ -175,6 +175,7 @@ func (r *Runner) handle(ctx context.Context, it *item) (bool, error) {
 	m := shardcache.Manifest{
 		DocID: it.doc.ID, Version: it.doc.Version, ContentHash: it.hash, Fingerprint: r.parts.Fingerprint,
 		K: r.parts.Chunking.K, S: r.parts.Chunking.S, Keys: it.keys,
+		Title: it.doc.Title, Source: it.doc.Source, NTokens: it.nTokens,
 	}
 	if err := r.parts.Cache.PutManifest(m); err != nil {
 		return false, fmt.Errorf("doc manifest (%s): %w", it.doc.ID, err)

@@ -75,6 +75,9 @@ type Manifest struct {
 	Fingerprint    string
 	K, S           int
 	Keys           []uint64
+	// Title, Source and NTokens (content tokens) let a re-aggregation publish complete rows.
+	Title, Source string
+	NTokens       int
 }
 
 // Stats are counters since Open (Rows, Shards and Bytes include what was there before).

@@ -1,6 +1,7 @@
 package shardcache
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -395,7 +396,7 @@ func TestManifests(t *testing.T) {
 	want := map[string]Manifest{}
 	for i := 0; i < 50; i++ {
 		m := Manifest{DocID: fmt.Sprintf("enwiki:%d", i), Version: fmt.Sprint(1000 + i), ContentHash: uint64(i) * 0xDEADBEEFCAFE,
-			Keys: []uint64{uint64(i), math.MaxUint64 - uint64(i)}}
+			Keys: []uint64{uint64(i), math.MaxUint64 - uint64(i)}, Title: fmt.Sprint("Title ", i), Source: "enwiki", NTokens: 7 * i}
 		if err := c.PutManifest(m); err != nil {
 			t.Fatal(err)
 		}
@@ -465,4 +466,27 @@ func TestManifests(t *testing.T) {
 	c = mustOpen(t, o)
 	defer c.Close()
 	check(c)
+}
+
+// Manifests written before Title/Source/NTokens existed still decode.
+func TestManifestVersion1Decodes(t *testing.T) {
+	m := Manifest{DocID: "enwiki:1", Version: "9", Fingerprint: "fp", ContentHash: 42, K: 512, S: 512, Keys: []uint64{7, 8}}
+	b := []byte{valueVersion}
+	b = appendString(b, m.DocID)
+	b = appendString(b, m.Version)
+	b = appendString(b, m.Fingerprint)
+	b = binary.LittleEndian.AppendUint64(b, m.ContentHash)
+	b = binary.AppendUvarint(b, 512)
+	b = binary.AppendUvarint(b, 512)
+	b = binary.AppendUvarint(b, 2)
+	b = binary.LittleEndian.AppendUint64(b, 7)
+	b = binary.LittleEndian.AppendUint64(b, 8)
+	got, err := decodeManifest(b)
+	if err != nil || got.DocID != m.DocID || got.ContentHash != 42 || len(got.Keys) != 2 || got.Keys[1] != 8 || got.Title != "" {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+	m.Title, m.Source, m.NTokens = "T", "enwiki", 99
+	if rt, err := decodeManifest(encodeManifest(m)); err != nil || rt.Title != "T" || rt.NTokens != 99 || rt.K != 512 {
+		t.Fatalf("round trip %+v, %v", rt, err)
+	}
 }

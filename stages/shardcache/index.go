@@ -117,12 +117,19 @@ func decodeSpace(b []byte) (space, error) {
 
 // Manifest encoding: version, DocID, Version, Fingerprint (uvarint length + bytes), ContentHash
 // (8 bytes LE), K, S (uvarint), key count (uvarint), keys (8 bytes LE each).
+// manifestVersion2 adds Title, Source and NTokens after the fingerprint, so re-aggregated
+// vectors keep the metadata of the run that cut the windows. Version-1 values still decode.
+const manifestVersion2 = 2
+
 func encodeManifest(m Manifest) []byte {
-	b := make([]byte, 0, 32+len(m.DocID)+len(m.Version)+len(m.Fingerprint)+8*len(m.Keys))
-	b = append(b, valueVersion)
+	b := make([]byte, 0, 40+len(m.DocID)+len(m.Version)+len(m.Fingerprint)+len(m.Title)+len(m.Source)+8*len(m.Keys))
+	b = append(b, manifestVersion2)
 	b = appendString(b, m.DocID)
 	b = appendString(b, m.Version)
 	b = appendString(b, m.Fingerprint)
+	b = appendString(b, m.Title)
+	b = appendString(b, m.Source)
+	b = binary.AppendUvarint(b, uint64(m.NTokens))
 	b = binary.LittleEndian.AppendUint64(b, m.ContentHash)
 	b = binary.AppendUvarint(b, uint64(m.K))
 	b = binary.AppendUvarint(b, uint64(m.S))
@@ -135,10 +142,15 @@ func encodeManifest(m Manifest) []byte {
 
 func decodeManifest(b []byte) (Manifest, error) {
 	r := reader{b: b}
-	if r.byte() != valueVersion {
+	v := r.byte()
+	if v != valueVersion && v != manifestVersion2 {
 		return Manifest{}, errCorruptValue
 	}
-	m := Manifest{DocID: r.string(), Version: r.string(), Fingerprint: r.string(), ContentHash: r.u64(), K: r.int(), S: r.int()}
+	m := Manifest{DocID: r.string(), Version: r.string(), Fingerprint: r.string()}
+	if v == manifestVersion2 {
+		m.Title, m.Source, m.NTokens = r.string(), r.string(), r.int()
+	}
+	m.ContentHash, m.K, m.S = r.u64(), r.int(), r.int()
 	n := r.uvarint()
 	// The count is checked against the bytes left before allocating, so a corrupt count
 	// cannot make us allocate gigabytes.
