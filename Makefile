@@ -10,7 +10,7 @@ GO ?= go
 # Packages with concurrency worth running under the race detector.
 RACE_PKGS := ./pipelines/embedded/ ./stages/gn/ ./stages/shardcache/ ./connectors/vectorfile/
 
-.PHONY: all build fetch pydeps demo test test-race fuzz bench clean
+.PHONY: all build fetch pydeps demo test fuzz-smoke fuzz bench clean
 
 all: build
 
@@ -35,6 +35,18 @@ demo: fetch build
 test: fetch pydeps
 	REIGNPIPE_STRICT=1 REIGNPIPE_PYTHON=$(PY) $(GO) test -count=1 ./...
 	REIGNPIPE_STRICT=1 REIGNPIPE_PYTHON=$(PY) $(GO) test -count=1 -race $(RACE_PKGS)
+	$(MAKE) --no-print-directory fuzz-smoke
+
+# A few seconds of coverage-guided fuzzing of the input parsers on every test run; `make fuzz`
+# runs every fuzz target for longer.
+SMOKE_FUZZ := ./connectors/uspto/patentxml/:FuzzParseDocument ./connectors/uspto/:FuzzSplit \
+	./connectors/wikipedia/:FuzzScanPages ./connectors/wikipedia/wikitext/:FuzzPlain ./connectors/jsonl/:FuzzParseLine
+SMOKE_FUZZTIME ?= 5s
+fuzz-smoke:
+	@for t in $(SMOKE_FUZZ); do pkg=$${t%%:*}; fn=$${t##*:}; \
+	  echo "fuzz $$pkg $$fn ($(SMOKE_FUZZTIME))"; \
+	  $(GO) test $$pkg -run '^$$' -fuzz "^$$fn$$" -fuzztime $(SMOKE_FUZZTIME) >/tmp/reignpipe-fuzz.log 2>&1 || { cat /tmp/reignpipe-fuzz.log; exit 1; }; \
+	done
 
 FUZZTIME ?= 10s
 fuzz:
