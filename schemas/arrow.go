@@ -14,6 +14,7 @@ const (
 	MetaK              = "reignpipe.k"
 	MetaS              = "reignpipe.s"
 	MetaDim            = "reignpipe.dim"
+	MetaGNDim          = "reignpipe.gn_dim" // set when the gn_vector column is present
 	ArrowSchemaVersion = "1"
 )
 
@@ -31,6 +32,8 @@ const (
 	ColContentHash = "content_hash"
 	ColSpace       = "space"
 	ColVector      = "vector"
+	ColGNSpace     = "gn_space"
+	ColGNVector    = "gn_vector"
 )
 
 // EmbeddingType is fixed_size_list<float32 not null>[dim]. Items are declared non-null so that
@@ -67,6 +70,19 @@ func VectorSchema(dim int, meta map[string]string) *arrow.Schema {
 		{Name: ColSpace, Type: arrow.BinaryTypes.String},
 		{Name: ColVector, Type: EmbeddingType(dim)},
 	}, schemaMeta(dim, meta))
+}
+
+// VectorSchemaWithGN is VectorSchema plus the GN mean-pool companion columns (gn_space,
+// gn_vector fixed_size_list<float32>[gnDim]) written beside REIGN vectors.
+func VectorSchemaWithGN(dim, gnDim int, meta map[string]string) *arrow.Schema {
+	base := VectorSchema(dim, meta)
+	fields := append(base.Fields(),
+		arrow.Field{Name: ColGNSpace, Type: arrow.BinaryTypes.String},
+		arrow.Field{Name: ColGNVector, Type: EmbeddingType(gnDim)})
+	m := base.Metadata()
+	keys, vals := append(m.Keys(), MetaGNDim), append(m.Values(), strconv.Itoa(gnDim))
+	md := arrow.NewMetadata(keys, vals)
+	return arrow.NewSchema(fields, &md)
 }
 
 func schemaMeta(dim int, meta map[string]string) *arrow.Metadata {

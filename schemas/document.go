@@ -39,6 +39,11 @@ type DocVector struct {
 	// baseline, "reign:<checkpoint id>" for REIGN. Vectors of two spaces are never comparable.
 	Space  string
 	Vector []float32
+	// GNSpace and GNVector carry the chunked mean-pool GN vector beside a REIGN vector: it
+	// comes free from the same chunks and is the stronger baseline on some tasks. Empty when the
+	// pipeline aggregates by mean-pool alone (Vector is then that vector).
+	GNSpace  string
+	GNVector []float32
 }
 
 // DeadLetter records an input that could not be processed. It names the document (as far as it

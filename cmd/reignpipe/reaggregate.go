@@ -83,7 +83,7 @@ func reaggregate(ctx context.Context, cfg *pipelines.Config, outDir string) (sum
 	}
 	defer model.Close()
 	p := chunk.Params{K: cfg.Chunking.K, S: cfg.Chunking.S}
-	agg, closeAgg, err := buildAggregator(rt, cfg, model, p)
+	agg, companion, closeAgg, err := buildAggregator(rt, cfg, model, p)
 	if err != nil {
 		return sum, err
 	}
@@ -94,7 +94,11 @@ func reaggregate(ctx context.Context, cfg *pipelines.Config, outDir string) (sum
 		return sum, err
 	}
 	defer cache.Close()
-	sink, err := vectorfile.NewParquet(vectorfile.ParquetOptions{Dir: outDir, Dim: agg.Dim()})
+	gnDim := 0
+	if companion != nil {
+		gnDim = companion.Dim()
+	}
+	sink, err := vectorfile.NewParquet(vectorfile.ParquetOptions{Dir: outDir, Dim: agg.Dim(), GNDim: gnDim})
 	if err != nil {
 		return sum, err
 	}
@@ -142,6 +146,18 @@ func reaggregate(ctx context.Context, cfg *pipelines.Config, outDir string) (sum
 			fail(m.DocID, err.Error())
 			return nil
 		}
+		var gnVec []float32
+		var gnSpace string
+		if companion != nil {
+			gnSpace, gnVec = companion.Space(), vec
+			if a != companion {
+				gnVec = make([]float32, companion.Dim())
+				if err := companion.Aggregate(chunks[:len(m.Keys)], gnVec); err != nil {
+					fail(m.DocID, err.Error())
+					return nil
+				}
+			}
+		}
 		source := m.Source
 		if source == "" { // written by an older version
 			source, _, _ = strings.Cut(m.DocID, ":")
@@ -149,6 +165,7 @@ func reaggregate(ctx context.Context, cfg *pipelines.Config, outDir string) (sum
 		if err := sink.Write(ctx, schemas.DocVector{
 			DocID: m.DocID, Title: m.Title, Source: source, Version: m.Version, ContentHash: m.ContentHash,
 			NChunks: len(m.Keys), NTokens: m.NTokens, Space: a.Space(), Vector: vec,
+			GNSpace: gnSpace, GNVector: gnVec,
 		}); err != nil {
 			return err
 		}

@@ -65,6 +65,14 @@ func TestRunWithREIGN(t *testing.T) {
 		if !strings.HasPrefix(v.Space, wantPrefix) {
 			t.Fatalf("%s (%d chunks) is in space %s", id, v.NChunks, v.Space)
 		}
+		// Every row carries the GN mean-pool companion; for routed one-chunk documents it is
+		// the vector itself.
+		if !strings.HasPrefix(v.GNSpace, "gn-meanpool:") || len(v.GNVector) != 384 {
+			t.Fatalf("%s: companion %q of %d dims", id, v.GNSpace, len(v.GNVector))
+		}
+		if v.NChunks == 1 && (v.GNSpace != v.Space || v.GNVector[0] != v.Vector[0]) {
+			t.Fatalf("%s: one-chunk document's companion differs from its vector", id)
+		}
 	}
 
 	// Re-aggregation from the shards alone: no GN forward pass, the same vectors.
@@ -81,7 +89,8 @@ func TestRunWithREIGN(t *testing.T) {
 	}
 	for id, v := range vecs {
 		w := again[id]
-		if w.Space != v.Space || w.Version != v.Version || w.ContentHash != v.ContentHash ||
+		if w.Space != v.Space || w.GNSpace != v.GNSpace || len(w.GNVector) != len(v.GNVector) ||
+			w.Version != v.Version || w.ContentHash != v.ContentHash ||
 			w.Title != v.Title || w.Source != v.Source || w.NTokens != v.NTokens || w.NChunks != v.NChunks {
 			t.Fatalf("%s: reaggregated %+v, ran %+v", id, w, v)
 		}
@@ -111,6 +120,22 @@ func TestRunWithREIGN(t *testing.T) {
 		chunks[i] = make([]float32, 384)
 		if hit, err := cache.Get(k, chunks[i]); err != nil || !hit {
 			t.Fatalf("chunk %d not cached: %v", i, err)
+		}
+	}
+	// Its GN companion is the normalised mean of those chunks.
+	mean := make([]float64, 384)
+	for _, ch := range chunks {
+		for j, x := range ch {
+			mean[j] += float64(x)
+		}
+	}
+	var norm float64
+	for _, x := range mean {
+		norm += x * x
+	}
+	for j := range mean {
+		if d := math.Abs(mean[j]/math.Sqrt(norm) - float64(c.GNVector[j])); d > 1e-6 {
+			t.Fatalf("GN companion of t:c differs from the mean-pool by %g", d)
 		}
 	}
 	in, _ := json.Marshal(map[string]any{"chunks": chunks})

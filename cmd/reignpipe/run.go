@@ -47,11 +47,12 @@ func cmdRun(ctx context.Context, args []string) error {
 }
 
 // sinks maps sinks[].type to its constructor.
-var sinks = map[string]func(c pipelines.SinkConfig, dim int) (connectors.Sink, error){
-	"parquet": func(c pipelines.SinkConfig, dim int) (connectors.Sink, error) {
-		return vectorfile.NewParquet(vectorfile.ParquetOptions{Dir: c.Dir, Dim: dim})
+// gnDim > 0: vectors carry their GN mean-pool companion of that dimension.
+var sinks = map[string]func(c pipelines.SinkConfig, dim, gnDim int) (connectors.Sink, error){
+	"parquet": func(c pipelines.SinkConfig, dim, gnDim int) (connectors.Sink, error) {
+		return vectorfile.NewParquet(vectorfile.ParquetOptions{Dir: c.Dir, Dim: dim, GNDim: gnDim})
 	},
-	"jsonl": func(c pipelines.SinkConfig, _ int) (connectors.Sink, error) {
+	"jsonl": func(c pipelines.SinkConfig, _, _ int) (connectors.Sink, error) {
 		return vectorfile.NewJSONL(vectorfile.JSONLOptions{Dir: c.Dir})
 	},
 }
@@ -130,7 +131,7 @@ func run(ctx context.Context, cfg *pipelines.Config, fromScratch bool) (sum embe
 			err = cerr
 		}
 	}()
-	agg, closeAgg, err := buildAggregator(rt, cfg, model, params)
+	agg, companion, closeAgg, err := buildAggregator(rt, cfg, model, params)
 	if err != nil {
 		return sum, err
 	}
@@ -149,7 +150,11 @@ func run(ctx context.Context, cfg *pipelines.Config, fromScratch bool) (sum embe
 	var outs []connectors.Sink
 	var outDirs []string
 	for _, sc := range cfg.Sinks {
-		s, err := sinks[sc.Type](sc, agg.Dim())
+		gnDim := 0
+		if companion != nil {
+			gnDim = companion.Dim()
+		}
+		s, err := sinks[sc.Type](sc, agg.Dim(), gnDim)
 		if err != nil {
 			return sum, fmt.Errorf("sink %s %s: %w", sc.Type, sc.Dir, err)
 		}
@@ -184,7 +189,7 @@ func run(ctx context.Context, cfg *pipelines.Config, fromScratch bool) (sum embe
 
 	runner, err := embedded.New(embedded.Parts{
 		Source: src, Tokenizer: tok, Chunking: params, Fingerprint: model.Fingerprint(), Dim: model.Dim(),
-		Embedder: batcherEmbedder{batcher}, Cache: cache, Aggregator: agg, Sinks: outs, DeadLetter: dl,
+		Embedder: batcherEmbedder{batcher}, Cache: cache, Aggregator: agg, GNMeanPool: companion, Sinks: outs, DeadLetter: dl,
 	}, embedded.Options{
 		CommitEvery: cfg.Run.CommitEvery, CommitInterval: cfg.Run.CommitInterval.Duration,
 		TokenizeWorkers: cfg.Run.TokenizeWorkers, Queue: cfg.Run.Queue, DrainTimeout: cfg.Run.DrainTimeout.Duration,

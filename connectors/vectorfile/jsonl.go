@@ -34,6 +34,8 @@ type jsonVector struct {
 	ContentHash string    `json:"content_hash"`
 	Space       string    `json:"space"`
 	Vector      []float32 `json:"vector"`
+	GNSpace     string    `json:"gn_space,omitempty"`
+	GNVector    []float32 `json:"gn_vector,omitempty"`
 }
 
 // JSONLSink writes part-<seq>.jsonl files, one JSON object per line. Use from one goroutine at
@@ -88,6 +90,7 @@ func (s *JSONLSink) Write(ctx context.Context, v schemas.DocVector) error {
 	if err := s.enc.Encode(jsonVector{
 		DocID: v.DocID, Title: v.Title, Source: v.Source, Version: v.Version, NChunks: v.NChunks,
 		NTokens: v.NTokens, ContentHash: fmt.Sprintf("%016x", v.ContentHash), Space: v.Space, Vector: v.Vector,
+		GNSpace: v.GNSpace, GNVector: v.GNVector,
 	}); err != nil {
 		return fmt.Errorf("vectorfile: %s: %w", v.DocID, err)
 	}
@@ -186,5 +189,6 @@ func (j *jsonVector) docVector() (schemas.DocVector, error) {
 	return schemas.DocVector{
 		DocID: j.DocID, Title: j.Title, Source: j.Source, Version: j.Version, ContentHash: h,
 		NChunks: j.NChunks, NTokens: j.NTokens, Space: j.Space, Vector: j.Vector,
+		GNSpace: j.GNSpace, GNVector: j.GNVector,
 	}, nil
 }

@@ -23,6 +23,9 @@ import (
 type ParquetOptions struct {
 	Dir string
 	Dim int
+	// GNDim > 0 adds the gn_space and gn_vector columns (schemas.VectorSchemaWithGN): every
+	// vector written must then carry its GN mean-pool companion of this dimension.
+	GNDim int
 	// BatchRows is how many vectors are buffered before they are encoded as one row group
 	// (default 1024); it bounds the sink's memory to about BatchRows*Dim*4 bytes.
 	BatchRows int
@@ -65,7 +68,13 @@ func NewParquet(opts ParquetOptions) (*ParquetSink, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.GNDim < 0 {
+		return nil, fmt.Errorf("vectorfile: GNDim must not be negative, got %d", opts.GNDim)
+	}
 	sc := schemas.VectorSchema(opts.Dim, opts.Metadata)
+	if opts.GNDim > 0 {
+		sc = schemas.VectorSchemaWithGN(opts.Dim, opts.GNDim, opts.Metadata)
+	}
 	return &ParquetSink{opts: opts, schema: sc, seq: seq, b: array.NewRecordBuilder(opts.Allocator, sc)}, nil
 }
 
@@ -87,6 +96,9 @@ func (s *ParquetSink) Write(ctx context.Context, v schemas.DocVector) error {
 	if len(v.Vector) != s.opts.Dim {
 		return fmt.Errorf("vectorfile: %s: vector has %d dims, sink has %d", v.DocID, len(v.Vector), s.opts.Dim)
 	}
+	if s.opts.GNDim > 0 && len(v.GNVector) != s.opts.GNDim {
+		return fmt.Errorf("vectorfile: %s: GN vector has %d dims, sink has %d", v.DocID, len(v.GNVector), s.opts.GNDim)
+	}
 	if v.NChunks < 0 || v.NChunks > math.MaxInt32 || v.NTokens < 0 {
 		return fmt.Errorf("vectorfile: %s: n_chunks %d / n_tokens %d out of range", v.DocID, v.NChunks, v.NTokens)
 	}
@@ -101,6 +113,12 @@ func (s *ParquetSink) Write(ctx context.Context, v schemas.DocVector) error {
 	lb := s.b.Field(8).(*array.FixedSizeListBuilder)
 	lb.Append(true)
 	lb.ValueBuilder().(*array.Float32Builder).AppendValues(v.Vector, nil)
+	if s.opts.GNDim > 0 {
+		s.b.Field(9).(*array.StringBuilder).Append(v.GNSpace)
+		gb := s.b.Field(10).(*array.FixedSizeListBuilder)
+		gb.Append(true)
+		gb.ValueBuilder().(*array.Float32Builder).AppendValues(v.GNVector, nil)
+	}
 	s.nbuf++
 	if s.nbuf >= s.opts.BatchRows {
 		return s.writeBatch()
@@ -152,11 +170,14 @@ func (s *ParquetSink) writeBatch() error {
 // then compresses noticeably better; pyarrow and DuckDB read both.
 func writerProps(mem memory.Allocator) *parquet.WriterProperties {
 	const vec = schemas.ColVector + ".list.element"
+	const gnVec = schemas.ColGNVector + ".list.element"
 	return parquet.NewWriterProperties(
 		parquet.WithAllocator(mem),
 		parquet.WithCompression(compress.Codecs.Zstd),
 		parquet.WithDictionaryFor(vec, false),
 		parquet.WithEncodingFor(vec, parquet.Encodings.ByteStreamSplit),
+		parquet.WithDictionaryFor(gnVec, false),
+		parquet.WithEncodingFor(gnVec, parquet.Encodings.ByteStreamSplit),
 	)
 }
 
@@ -231,8 +252,12 @@ func readParquetPart(path string, mem memory.Allocator, fn func(schemas.DocVecto
 	if err != nil {
 		return fmt.Errorf("vectorfile: %s: %w", path, err)
 	}
+	gn, err := gnColumns(rr.Schema(), pf)
+	if err != nil {
+		return fmt.Errorf("vectorfile: %s: %w", path, err)
+	}
 	for rr.Next() {
-		if err := emitRecord(rr.RecordBatch(), cols, dim, fn); err != nil {
+		if err := emitRecord(rr.RecordBatch(), cols, dim, gn, fn); err != nil {
 			return fmt.Errorf("vectorfile: %s: %w", path, err)
 		}
 	}
@@ -279,7 +304,32 @@ func partDim(pf *file.Reader) (int, error) {
 	return dim, nil
 }
 
-func emitRecord(rec arrow.RecordBatch, cols [9]int, dim int, fn func(schemas.DocVector) error) error {
+// gnCols locates the optional GN mean-pool companion columns; dim 0 means absent.
+type gnCols struct{ space, vector, dim int }
+
+func gnColumns(sc *arrow.Schema, pf *file.Reader) (gnCols, error) {
+	si, vi := sc.FieldIndices(schemas.ColGNSpace), sc.FieldIndices(schemas.ColGNVector)
+	if len(si) == 0 && len(vi) == 0 {
+		return gnCols{}, nil
+	}
+	if len(si) != 1 || len(vi) != 1 || !arrow.TypeEqual(sc.Field(si[0]).Type, arrow.BinaryTypes.String) {
+		return gnCols{}, fmt.Errorf("columns %s/%s malformed", schemas.ColGNSpace, schemas.ColGNVector)
+	}
+	if ft, ok := sc.Field(vi[0]).Type.(arrow.ListLikeType); !ok || ft.Elem().ID() != arrow.FLOAT32 {
+		return gnCols{}, fmt.Errorf("column %s is %v, want a list of float", schemas.ColGNVector, sc.Field(vi[0]).Type)
+	}
+	v := pf.MetaData().KeyValueMetadata().FindValue(schemas.MetaGNDim)
+	if v == nil {
+		return gnCols{}, fmt.Errorf("no %s in file metadata", schemas.MetaGNDim)
+	}
+	d, err := strconv.Atoi(*v)
+	if err != nil || d <= 0 {
+		return gnCols{}, fmt.Errorf("bad %s %q", schemas.MetaGNDim, *v)
+	}
+	return gnCols{space: si[0], vector: vi[0], dim: d}, nil
+}
+
+func emitRecord(rec arrow.RecordBatch, cols [9]int, dim int, gn gnCols, fn func(schemas.DocVector) error) error {
 	str := func(i int) *array.String { return rec.Column(cols[i]).(*array.String) }
 	docID, title, source, version, space := str(0), str(1), str(2), str(3), str(7)
 	nChunks := rec.Column(cols[4]).(*array.Int32)
@@ -298,6 +348,14 @@ func emitRecord(rec arrow.RecordBatch, cols [9]int, dim int, fn func(schemas.Doc
 			DocID: docID.Value(i), Title: title.Value(i), Source: source.Value(i), Version: version.Value(i),
 			NChunks: int(nChunks.Value(i)), NTokens: int(nTokens.Value(i)), ContentHash: hash.Value(i),
 			Space: space.Value(i), Vector: append([]float32(nil), row...),
+		}
+		if gn.dim > 0 {
+			g, err := floatRow(rec.Column(gn.vector), i, gn.dim)
+			if err != nil {
+				return err
+			}
+			v.GNSpace = rec.Column(gn.space).(*array.String).Value(i)
+			v.GNVector = append([]float32(nil), g...)
 		}
 		if err := fn(v); err != nil {
 			return err

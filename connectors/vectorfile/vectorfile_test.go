@@ -427,3 +427,60 @@ func FuzzReadParquetPart(f *testing.F) {
 		})
 	})
 }
+
+// A REIGN vector travels with its GN mean-pool companion (another space and dimension) in
+// both file kinds; rows without the companion columns still read as before.
+func TestGNCompanionRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	want := testVectors(5, "7")
+	for i := range want {
+		want[i].Space = "reign:ck"
+		want[i].GNSpace = "gn-meanpool:fp"
+		want[i].GNVector = []float32{float32(i), -0.5, math.SmallestNonzeroFloat32}
+	}
+	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer alloc.AssertSize(t, 0)
+	pq, jl := t.TempDir(), t.TempDir()
+	p, err := NewParquet(ParquetOptions{Dir: pq, Dim: testDim, GNDim: 3, Allocator: alloc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := NewJSONL(JSONLOptions{Dir: jl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range want {
+		for _, s := range []interface {
+			Write(context.Context, schemas.DocVector) error
+		}{p, j} {
+			if err := s.Write(ctx, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	bad := want[0]
+	bad.GNVector = bad.GNVector[:2]
+	if err := p.Write(ctx, bad); err == nil {
+		t.Fatal("GN vector of the wrong dimension accepted")
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{pq, jl} {
+		got := readAll(t, dir, alloc)
+		if len(got) != len(want) {
+			t.Fatalf("%s: read %d", dir, len(got))
+		}
+		for i := range want {
+			g, w := got[i], want[i]
+			if g.GNSpace != w.GNSpace || !reflect.DeepEqual(g.GNVector, w.GNVector) {
+				t.Fatalf("%s: companion %q %v, want %q %v", dir, g.GNSpace, g.GNVector, w.GNSpace, w.GNVector)
+			}
+			g.GNSpace, g.GNVector, w.GNSpace, w.GNVector = "", nil, "", nil
+			sameVector(t, g, w)
+		}
+	}
+}

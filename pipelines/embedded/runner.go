@@ -66,8 +66,11 @@ type Parts struct {
 	Embedder    WindowEmbedder
 	Cache       ChunkCache
 	Aggregator  aggregate.Aggregator
-	Sinks       []connectors.Sink
-	DeadLetter  connectors.DeadLetterSink
+	// GNMeanPool, when set, is written beside each vector (DocVector.GNVector): the chunked
+	// mean-pool GN vector that comes free from the same chunks when Aggregator is REIGN.
+	GNMeanPool aggregate.Aggregator
+	Sinks      []connectors.Sink
+	DeadLetter connectors.DeadLetterSink
 }
 
 // Options tune the runner.

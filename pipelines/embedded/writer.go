@@ -162,6 +162,19 @@ func (r *Runner) handle(ctx context.Context, it *item) (bool, error) {
 			DocID: it.doc.ID, Source: it.doc.Source, Position: fmt.Sprintf("input %d", it.seq), Stage: "aggregate", Err: err.Error(),
 		})
 	}
+	var gnSpace string
+	var gnVec []float32
+	if mp := r.parts.GNMeanPool; mp != nil {
+		gnSpace, gnVec = mp.Space(), vec
+		if agg != mp {
+			gnVec = make([]float32, mp.Dim())
+			if err := mp.Aggregate(it.emb, gnVec); err != nil {
+				return false, r.deadLetter(ctx, it, schemas.DeadLetter{
+					DocID: it.doc.ID, Source: it.doc.Source, Position: fmt.Sprintf("input %d", it.seq), Stage: "aggregate", Err: err.Error(),
+				})
+			}
+		}
+	}
 	for i, miss := range it.miss {
 		if !miss {
 			continue
@@ -184,6 +197,7 @@ func (r *Runner) handle(ctx context.Context, it *item) (bool, error) {
 	v := schemas.DocVector{
 		DocID: it.doc.ID, Title: it.doc.Title, Source: it.doc.Source, Version: it.doc.Version,
 		ContentHash: it.hash, NChunks: len(it.windows), NTokens: it.nTokens, Space: agg.Space(), Vector: vec,
+		GNSpace: gnSpace, GNVector: gnVec,
 	}
 	for _, s := range r.parts.Sinks {
 		if err := s.Write(ctx, v); err != nil {
