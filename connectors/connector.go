@@ -43,6 +43,20 @@ type SourceStats struct {
 	BytesTotal int64 `json:"bytes_total"`
 }
 
+// SelfCheckpointing is implemented by sources that keep their own position, advanced by acks
+// (a directory watcher's per-file state, Kafka offsets). The runner then does not resume by
+// skipping the first inputs it committed before: the source does not hand them out again.
+type SelfCheckpointing interface {
+	SelfCheckpointing() bool
+}
+
+// AckFlusher is implemented by sources whose acks are cheap in memory and expensive to persist
+// (a state file to fsync). The runner calls FlushAcks after acking each committed batch, so
+// the persisted position follows the outputs' durability batch by batch.
+type AckFlusher interface {
+	FlushAcks(ctx context.Context) error
+}
+
 // BadInputError is an input that could not be turned into a document.
 type BadInputError struct {
 	DocID    string // as far as known; may be empty

@@ -51,6 +51,15 @@ type SourceConfig struct {
 	// Sections picks and orders the parts of a patent's text (uspto): title, abstract, claims,
 	// description. Empty = all four in that order.
 	Sections []string `yaml:"sections"`
+	// Watch turns a directory path into a continuous source (jsonl, uspto): files matching
+	// Pattern are picked up as they appear, each file's progress checkpointed in state_dir.
+	Watch   bool     `yaml:"watch"`
+	Pattern string   `yaml:"pattern"` // file-name glob for watch; default "*"
+	Poll    Duration `yaml:"poll"`    // how often a watched directory is listed; default 10s
+
+	// StateFile is where a watched source keeps its per-file checkpoint (set by the runner
+	// from run.state_dir, not by the user).
+	StateFile string `yaml:"-"`
 }
 
 // RuntimeConfig locates the ONNX Runtime library (one environment per process).
@@ -271,6 +280,12 @@ func (c *Config) Validate() error {
 		return c.bad("name", "a pipeline needs a name (it keys the checkpoint)")
 	case c.Source.Type != "wikipedia" && c.Source.Type != "jsonl" && c.Source.Type != "uspto":
 		return c.bad("source.type", "unknown source %q (wikipedia, jsonl, uspto)", c.Source.Type)
+	case c.Source.Watch && c.Source.Type == "wikipedia":
+		return c.bad("source.watch", "applies to the jsonl and uspto sources")
+	case c.Source.Pattern != "" && !c.Source.Watch:
+		return c.bad("source.pattern", "applies only with watch: true (else put the glob in path)")
+	case c.Source.Poll.Duration < 0:
+		return c.bad("source.poll", "must be >= 0")
 	case len(c.Source.Sections) > 0 && c.Source.Type != "uspto":
 		return c.bad("source.sections", "applies only to the uspto source")
 	case c.Source.Path == "":

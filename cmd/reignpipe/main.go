@@ -25,6 +25,7 @@ import (
 	"github.com/reignpipe/reignpipe/connectors/jsonl"
 	"github.com/reignpipe/reignpipe/connectors/multifile"
 	"github.com/reignpipe/reignpipe/connectors/uspto"
+	"github.com/reignpipe/reignpipe/connectors/watchdir"
 	"github.com/reignpipe/reignpipe/connectors/wikipedia"
 	"github.com/reignpipe/reignpipe/pipelines"
 )
@@ -36,9 +37,10 @@ var sources = map[string]func(pipelines.SourceConfig) (connectors.Source, error)
 	"wikipedia": func(c pipelines.SourceConfig) (connectors.Source, error) {
 		return wikipedia.Open(wikipedia.Options{Path: c.Path, Index: c.Index, Source: c.Name, Workers: c.Workers})
 	},
-	// jsonl and uspto also take a directory or a glob: the files are read in name order.
+	// jsonl and uspto also take a directory or a glob (files read in name order), or watch a
+	// directory (watch: true).
 	"jsonl": func(c pipelines.SourceConfig) (connectors.Source, error) {
-		return multifile.Open(c.Path, func(p string) (connectors.Source, error) {
+		return files(c, func(p string) (connectors.Source, error) {
 			return jsonl.Open(jsonl.Options{Path: p, Source: c.Name})
 		})
 	},
@@ -46,10 +48,18 @@ var sources = map[string]func(pipelines.SourceConfig) (connectors.Source, error)
 		if err := uspto.ValidateSections(c.Sections); err != nil {
 			return nil, err
 		}
-		return multifile.Open(c.Path, func(p string) (connectors.Source, error) {
+		return files(c, func(p string) (connectors.Source, error) {
 			return uspto.Open(uspto.Options{Path: p, Sections: c.Sections})
 		})
 	},
+}
+
+// files opens a path of per-file sources: watched, or a fixed set read once.
+func files(c pipelines.SourceConfig, open func(string) (connectors.Source, error)) (connectors.Source, error) {
+	if c.Watch {
+		return watchdir.Open(watchdir.Options{Dir: c.Path, Pattern: c.Pattern, Open: open, StateFile: c.StateFile, Poll: c.Poll.Duration})
+	}
+	return multifile.Open(c.Path, open)
 }
 
 func usage(w io.Writer) {

@@ -141,6 +141,12 @@ func run(ctx context.Context, cfg *pipelines.Config, fromScratch bool) (sum embe
 	if !ok {
 		return sum, fmt.Errorf("no source connector %q", cfg.Source.Type)
 	}
+	cfg.Source.StateFile = filepath.Join(cfg.Run.StateDir, cfg.Name+".files.json")
+	if fromScratch {
+		if err := os.Remove(cfg.Source.StateFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return sum, err
+		}
+	}
 	src, err := newSource(cfg.Source)
 	if err != nil {
 		return sum, err
@@ -181,6 +187,9 @@ func run(ctx context.Context, cfg *pipelines.Config, fromScratch bool) (sum embe
 		log.Warn("checkpoint is for another input; starting from the beginning (cached windows are still reused)",
 			"checkpoint_source", ck.Source, "source", cfg.Source.Path)
 		ck.Watermark = 0
+	}
+	if sc, ok := src.(connectors.SelfCheckpointing); ok && sc.SelfCheckpointing() {
+		ck.Watermark = 0 // the source resumes by itself
 	}
 	ck.Pipeline, ck.Source, ck.SourceSize = cfg.Name, cfg.Source.Path, size
 	if ck.Watermark > 0 {

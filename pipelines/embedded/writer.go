@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/aggregate"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
@@ -57,6 +58,11 @@ func (r *Runner) write(ctx context.Context, done <-chan *item) error {
 			wm.mark(it.seq)
 		}
 		pending = pending[:0]
+		if f, ok := r.parts.Source.(connectors.AckFlusher); ok {
+			if err := f.FlushAcks(ctx); err != nil {
+				return fmt.Errorf("source checkpoint: %w", err)
+			}
+		}
 		return r.advance(wm)
 	}
 

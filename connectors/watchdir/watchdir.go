@@ -1,0 +1,329 @@
+// Package watchdir is a continuous source over a directory that a feed fills, e.g. the USPTO
+// weekly full-text files: files are picked up as they appear (in name order), read through a
+// per-file source, and each file's progress is checkpointed, so a restart resumes mid-file
+// without re-emitting the documents that were already acked.
+//
+// The checkpoint is a JSON state file: for each file, how many of its inputs are acked as a
+// contiguous prefix, and whether the file is finished. It is rewritten atomically (temp file,
+// fsync, rename) at most once per SaveEvery and on Close. Because acks arrive only after the
+// runner made everything derived from an input durable, the state never runs ahead of the
+// outputs; it may lag by up to SaveEvery, and what it lags by is read again after a crash
+// (at-least-once; outputs are keyed by doc id, so a repeat replaces itself).
+package watchdir
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/internal/atomicfile"
+	"github.com/reignpipe/reignpipe/schemas"
+)
+
+// Options configure a watcher.
+type Options struct {
+	Dir     string
+	Pattern string // glob on file names; default "*"
+	// Open reads one file. Its source must be deterministic: a file is resumed by skipping
+	// the inputs already acked.
+	Open func(path string) (connectors.Source, error)
+	// StateFile holds the per-file checkpoint (required).
+	StateFile string
+	// Poll is how often the directory is listed for new files (default 10s).
+	Poll time.Duration
+	// Once stops (io.EOF) when every file present is finished, instead of waiting for more:
+	// a backfill.
+	Once bool
+	// SaveEvery bounds how often acks alone rewrite the state file (default 1s); FlushAcks
+	// saves at once.
+	SaveEvery time.Duration
+}
+
+type fileState struct {
+	Acked    int64 `json:"acked"`    // inputs acked as a contiguous prefix
+	Finished bool  `json:"finished"` // read to the end and every input acked
+}
+
+type state struct {
+	Files map[string]*fileState `json:"files"`
+}
+
+// progress tracks one file being read: acks may arrive out of order.
+type progress struct {
+	name  string
+	read  int64 // inputs handed out
+	done  map[int64]bool
+	eof   bool
+	state *fileState
+}
+
+// Watcher implements connectors.Source.
+type Watcher struct {
+	opts Options
+
+	mu       sync.Mutex
+	st       state
+	active   map[string]*progress // files with inputs handed out and not all acked
+	lastSave time.Time
+	dirty    bool
+	skipped  map[string]int64
+	read     int64
+
+	cur     *progress
+	curSrc  connectors.Source
+	curSkip int64 // inputs of the current file still to skip (acked before a restart)
+}
+
+// Open validates the options and loads the state file.
+func Open(opts Options) (*Watcher, error) {
+	switch {
+	case opts.Dir == "":
+		return nil, errors.New("watchdir: Dir is required")
+	case opts.Open == nil:
+		return nil, errors.New("watchdir: Open is required")
+	case opts.StateFile == "":
+		return nil, errors.New("watchdir: StateFile is required")
+	case opts.Poll < 0 || opts.SaveEvery < 0:
+		return nil, errors.New("watchdir: durations must not be negative")
+	}
+	if opts.Pattern == "" {
+		opts.Pattern = "*"
+	}
+	if _, err := filepath.Match(opts.Pattern, "x"); err != nil {
+		return nil, fmt.Errorf("watchdir: pattern %q: %w", opts.Pattern, err)
+	}
+	if opts.Poll == 0 {
+		opts.Poll = 10 * time.Second
+	}
+	if opts.SaveEvery == 0 {
+		opts.SaveEvery = time.Second
+	}
+	if fi, err := os.Stat(opts.Dir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("watchdir: %s is not a directory", opts.Dir)
+	}
+	w := &Watcher{opts: opts, st: state{Files: map[string]*fileState{}}, active: map[string]*progress{}, skipped: map[string]int64{}}
+	data, err := os.ReadFile(opts.StateFile)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return nil, err
+	default:
+		if err := json.Unmarshal(data, &w.st); err != nil {
+			return nil, fmt.Errorf("watchdir: state %s is corrupt: %w", opts.StateFile, err)
+		}
+		if w.st.Files == nil {
+			w.st.Files = map[string]*fileState{}
+		}
+	}
+	return w, nil
+}
+
+// nextFile is the first file by name that is not finished and not being read.
+func (w *Watcher) nextFile() (string, error) {
+	entries, err := os.ReadDir(w.opts.Dir)
+	if err != nil {
+		return "", err
+	}
+	var names []string
+	for _, e := range entries {
+		if !e.Type().IsRegular() || e.Name()[0] == '.' {
+			continue
+		}
+		if ok, _ := filepath.Match(w.opts.Pattern, e.Name()); ok {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, n := range names {
+		if fs := w.st.Files[n]; fs != nil && fs.Finished {
+			continue
+		}
+		if p := w.active[n]; p != nil && p.eof {
+			continue // read to the end, acks still outstanding
+		}
+		return n, nil
+	}
+	return "", nil
+}
+
+// Read returns the next input; between files it waits for new ones (Poll) unless Once.
+func (w *Watcher) Read(ctx context.Context) (schemas.Document, connectors.AckFunc, error) {
+	for {
+		if w.curSrc == nil {
+			name, err := w.nextFile()
+			if err != nil {
+				return schemas.Document{}, nil, err
+			}
+			if name == "" {
+				if w.opts.Once && w.allAcked() {
+					return schemas.Document{}, nil, io.EOF
+				}
+				select {
+				case <-ctx.Done():
+					return schemas.Document{}, nil, ctx.Err()
+				case <-time.After(w.pollWait()):
+				}
+				continue
+			}
+			if err := w.startFile(name); err != nil {
+				return schemas.Document{}, nil, err
+			}
+		}
+		doc, _, err := w.curSrc.Read(ctx)
+		var bad *connectors.BadInputError
+		switch {
+		case err == nil, errors.As(err, &bad):
+		case errors.Is(err, io.EOF):
+			w.endFile()
+			continue
+		default:
+			return schemas.Document{}, nil, err
+		}
+		p := w.cur
+		if w.curSkip > 0 {
+			w.curSkip--
+			continue
+		}
+		w.mu.Lock()
+		seq := p.read
+		p.read++
+		w.read++
+		w.mu.Unlock()
+		ack := func(context.Context, error) error { return w.ack(p, seq) }
+		return doc, ack, err
+	}
+}
+
+func (w *Watcher) pollWait() time.Duration {
+	if w.opts.Once {
+		return min(w.opts.Poll, 50*time.Millisecond) // only waiting for acks
+	}
+	return w.opts.Poll
+}
+
+func (w *Watcher) allAcked() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.active) == 0
+}
+
+func (w *Watcher) startFile(name string) error {
+	src, err := w.opts.Open(filepath.Join(w.opts.Dir, name))
+	if err != nil {
+		return fmt.Errorf("watchdir: %s: %w", name, err)
+	}
+	w.mu.Lock()
+	fs := w.st.Files[name]
+	if fs == nil {
+		fs = &fileState{}
+		w.st.Files[name] = fs
+	}
+	// Resuming: the acked prefix is skipped; its ordinals stay counted.
+	p := &progress{name: name, read: fs.Acked, done: map[int64]bool{}, state: fs}
+	w.active[name] = p
+	w.mu.Unlock()
+	w.cur, w.curSrc, w.curSkip = p, src, fs.Acked
+	return nil
+}
+
+func (w *Watcher) endFile() {
+	st := w.curSrc.Stats()
+	_ = w.curSrc.Close(context.Background())
+	w.mu.Lock()
+	for k, v := range st.Skipped {
+		w.skipped[k] += v
+	}
+	w.cur.eof = true
+	w.finishIfDone(w.cur)
+	w.mu.Unlock()
+	w.cur, w.curSrc = nil, nil
+}
+
+// finishIfDone marks a file finished when it was read to the end and all of it is acked.
+// Called with w.mu held.
+func (w *Watcher) finishIfDone(p *progress) {
+	if p.eof && p.state.Acked == p.read {
+		p.state.Finished = true
+		delete(w.active, p.name)
+		w.dirty = true
+	}
+}
+
+func (w *Watcher) ack(p *progress, seq int64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	p.done[seq] = true
+	for p.done[p.state.Acked] {
+		delete(p.done, p.state.Acked)
+		p.state.Acked++
+		w.dirty = true
+	}
+	w.finishIfDone(p)
+	// A runner that calls FlushAcks persists each committed batch; this bounds the lag for
+	// one that does not.
+	if w.dirty && time.Since(w.lastSave) >= w.opts.SaveEvery {
+		return w.saveLocked()
+	}
+	return nil
+}
+
+// FlushAcks persists the acks received so far.
+func (w *Watcher) FlushAcks(context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.dirty {
+		return nil
+	}
+	return w.saveLocked()
+}
+
+func (w *Watcher) saveLocked() error {
+	data, err := json.MarshalIndent(w.st, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.Write(w.opts.StateFile, data); err != nil {
+		return fmt.Errorf("watchdir: saving %s: %w", w.opts.StateFile, err)
+	}
+	w.dirty, w.lastSave = false, time.Now()
+	return nil
+}
+
+// SelfCheckpointing: the watcher resumes from its state file by itself.
+func (w *Watcher) SelfCheckpointing() bool { return true }
+
+// Stats counts inputs handed out in this process and skips by reason.
+func (w *Watcher) Stats() connectors.SourceStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := connectors.SourceStats{Read: w.read, Skipped: map[string]int64{}}
+	for k, v := range w.skipped {
+		s.Skipped[k] = v
+	}
+	return s
+}
+
+// Close closes the current file and saves the state.
+func (w *Watcher) Close(ctx context.Context) error {
+	var err error
+	if w.curSrc != nil {
+		err = w.curSrc.Close(ctx)
+		w.curSrc = nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.dirty {
+		err = errors.Join(err, w.saveLocked())
+	}
+	return err
+}
