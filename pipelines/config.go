@@ -81,6 +81,9 @@ type GNConfig struct {
 type ChunkingConfig struct {
 	K int `yaml:"k"`
 	S int `yaml:"s"`
+	// Mode: fixed (the reference's windows, default) or anchored (windows end at content-
+	// defined paragraph boundaries, so an edit re-embeds only the windows it touches).
+	Mode string `yaml:"mode"`
 }
 
 // BatchingConfig shapes GN forward passes.
@@ -211,7 +214,7 @@ func Defaults() *Config {
 		Version:   1,
 		Source:    SourceConfig{Type: "wikipedia"},
 		GN:        GNConfig{Name: "bge-small-en-v15", Provider: "cpu"},
-		Chunking:  ChunkingConfig{K: 512, S: 512},
+		Chunking:  ChunkingConfig{K: 512, S: 512, Mode: "fixed"},
 		Batching:  BatchingConfig{TokenBudget: 16384, MaxBatch: 32, MaxWait: Duration{20 * time.Millisecond}},
 		Cache:     CacheConfig{Dir: "out/cache", RowsPerShard: 8192},
 		Aggregate: AggregateConfig{Type: "meanpool", SingleChunk: "reign"},
@@ -302,6 +305,8 @@ func (c *Config) Validate() error {
 		return c.bad("chunking.k", "K=%d: must be in [3, 512] (the GN's position limit)", c.Chunking.K)
 	case c.Chunking.S < 3 || c.Chunking.S > c.Chunking.K:
 		return c.bad("chunking.s", "S=%d: must be in [3, K=%d]", c.Chunking.S, c.Chunking.K)
+	case c.Chunking.Mode != "fixed" && c.Chunking.Mode != "anchored":
+		return c.bad("chunking.mode", "%q is not fixed or anchored", c.Chunking.Mode)
 	case c.Batching.TokenBudget < c.Chunking.K:
 		return c.bad("batching.token_budget", "%d is smaller than one window (K=%d)", c.Batching.TokenBudget, c.Chunking.K)
 	case c.Batching.MaxBatch < 1:

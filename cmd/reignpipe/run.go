@@ -197,7 +197,7 @@ func run(ctx context.Context, cfg *pipelines.Config, fromScratch bool) (sum embe
 	}
 
 	runner, err := embedded.New(embedded.Parts{
-		Source: src, Tokenizer: tok, Chunking: params, Fingerprint: model.Fingerprint(), Dim: model.Dim(),
+		Source: src, Tokenizer: tok, Chunking: params, Anchored: cfg.Chunking.Mode == "anchored", Fingerprint: model.Fingerprint(), Dim: model.Dim(),
 		Embedder: batcherEmbedder{batcher}, Cache: cache, Aggregator: agg, GNMeanPool: companion, Sinks: outs, DeadLetter: dl,
 	}, embedded.Options{
 		CommitEvery: cfg.Run.CommitEvery, CommitInterval: cfg.Run.CommitInterval.Duration,

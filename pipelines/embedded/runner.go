@@ -58,9 +58,12 @@ type ChunkCache interface {
 
 // Parts are the connected pieces of one pipeline.
 type Parts struct {
-	Source      connectors.Source
-	Tokenizer   Tokenizer
-	Chunking    chunk.Params
+	Source    connectors.Source
+	Tokenizer Tokenizer
+	Chunking  chunk.Params
+	// Anchored cuts edit-stable windows at paragraph boundaries (chunk.AnchoredWindows)
+	// instead of the reference's fixed windows.
+	Anchored    bool
 	Fingerprint string // GN fingerprint (window keys, manifests)
 	Dim         int    // GN dimension
 	Embedder    WindowEmbedder
@@ -322,9 +325,23 @@ func (r *Runner) read(ctx context.Context, out chan<- *item) error {
 func (r *Runner) tokenize(it *item) {
 	p := r.parts
 	it.hash = it.doc.ContentHash()
-	ids := p.Tokenizer.AppendEncode(nil, it.doc.Text)
+	var ids []int32
+	if p.Anchored {
+		// Tokens never span a newline, so paragraph by paragraph gives the same ids as the
+		// whole text, with the boundaries the windows are anchored to.
+		paras := chunk.Paragraphs(it.doc.Text)
+		perPara := make([][]int32, len(paras))
+		for i, para := range paras {
+			start := len(ids)
+			ids = p.Tokenizer.AppendEncode(ids, para)
+			perPara[i] = ids[start:len(ids):len(ids)]
+		}
+		it.windows = p.Chunking.AnchoredWindows(perPara, p.Tokenizer.CLS(), p.Tokenizer.SEP())
+	} else {
+		ids = p.Tokenizer.AppendEncode(nil, it.doc.Text)
+		it.windows = p.Chunking.Windows(ids, p.Tokenizer.CLS(), p.Tokenizer.SEP())
+	}
 	it.nTokens = len(ids)
-	it.windows = p.Chunking.Windows(ids, p.Tokenizer.CLS(), p.Tokenizer.SEP())
 	it.keys = make([]uint64, len(it.windows))
 	for i, w := range it.windows {
 		it.keys[i] = chunk.Key(p.Fingerprint, p.Chunking, w)

@@ -443,3 +443,39 @@ func TestHardStopAbandons(t *testing.T) {
 		t.Fatalf("watermark %d acked %d dead letters %d", c.Watermark.Load(), rg.src.acked.Load(), len(rg.dl.d))
 	}
 }
+
+// Anchored mode cuts windows at paragraph boundaries: an edited paragraph re-embeds only the
+// windows it touches, where fixed windows after the edit would all shift.
+func TestAnchoredModeReembedsOnlyTouchedWindows(t *testing.T) {
+	var paras []string
+	for i := 0; i < 60; i++ {
+		paras = append(paras, fmt.Sprintf("p%d a%d b%d c%d", i, i%7, i%5, i%3))
+	}
+	doc := schemas.Document{ID: "t:1", Version: "1", Text: strings.Join(paras, "\n")}
+	edited := doc
+	edited.Version = "2"
+	edited.Text = strings.Join(append([]string{"a new first paragraph"}, paras...), "\n")
+
+	reembedded := func(anchored bool) int64 {
+		dir := t.TempDir()
+		first := newRig(t, dir, []schemas.Document{doc}, Options{})
+		first.r.parts.Anchored = anchored
+		if err := first.r.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		first.cache.Close()
+		second := newRig(t, dir, []schemas.Document{edited}, Options{})
+		second.r.parts.Anchored = anchored
+		if err := second.r.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if second.r.C.DocsWritten.Load() != 1 {
+			t.Fatal("edited document not written")
+		}
+		return second.r.C.GNWindows.Load()
+	}
+	fixed, anchored := reembedded(false), reembedded(true)
+	if anchored >= fixed || anchored > 3 {
+		t.Fatalf("after an insertion at the top: fixed re-embeds %d windows, anchored %d", fixed, anchored)
+	}
+}
