@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -48,8 +49,11 @@ type Options struct {
 }
 
 type fileState struct {
-	Acked    int64 `json:"acked"`    // inputs acked as a contiguous prefix
-	Finished bool  `json:"finished"` // read to the end and every input acked
+	Acked int64 `json:"acked"` // inputs acked as a contiguous prefix
+	// AckedAfter are inputs past the prefix that are acked too (documents finish out of
+	// order): a restart skips them as well, so no acked document is emitted twice.
+	AckedAfter []int64 `json:"acked_after,omitempty"`
+	Finished   bool    `json:"finished"` // read to the end and every input acked
 }
 
 type state struct {
@@ -59,8 +63,8 @@ type state struct {
 // progress tracks one file being read: acks may arrive out of order.
 type progress struct {
 	name  string
-	read  int64 // inputs handed out
-	done  map[int64]bool
+	read  int64          // ordinal of the next input the file's source returns
+	done  map[int64]bool // acked ordinals past state.Acked
 	eof   bool
 	state *fileState
 }
@@ -77,9 +81,8 @@ type Watcher struct {
 	skipped  map[string]int64
 	read     int64
 
-	cur     *progress
-	curSrc  connectors.Source
-	curSkip int64 // inputs of the current file still to skip (acked before a restart)
+	cur    *progress
+	curSrc connectors.Source
 }
 
 // Open validates the options and loads the state file.
@@ -190,15 +193,17 @@ func (w *Watcher) Read(ctx context.Context) (schemas.Document, connectors.AckFun
 			return schemas.Document{}, nil, err
 		}
 		p := w.cur
-		if w.curSkip > 0 {
-			w.curSkip--
-			continue
-		}
 		w.mu.Lock()
 		seq := p.read
 		p.read++
-		w.read++
+		acked := seq < p.state.Acked || p.done[seq]
+		if !acked {
+			w.read++
+		}
 		w.mu.Unlock()
+		if acked { // acked before a restart: not handed out again
+			continue
+		}
 		ack := func(context.Context, error) error { return w.ack(p, seq) }
 		return doc, ack, err
 	}
@@ -228,11 +233,14 @@ func (w *Watcher) startFile(name string) error {
 		fs = &fileState{}
 		w.st.Files[name] = fs
 	}
-	// Resuming: the acked prefix is skipped; its ordinals stay counted.
-	p := &progress{name: name, read: fs.Acked, done: map[int64]bool{}, state: fs}
+	// Resuming: the acked prefix and the inputs acked past it are skipped as they are read.
+	p := &progress{name: name, done: map[int64]bool{}, state: fs}
+	for _, seq := range fs.AckedAfter {
+		p.done[seq] = true
+	}
 	w.active[name] = p
 	w.mu.Unlock()
-	w.cur, w.curSrc, w.curSkip = p, src, fs.Acked
+	w.cur, w.curSrc = p, src
 	return nil
 }
 
@@ -253,7 +261,7 @@ func (w *Watcher) endFile() {
 // Called with w.mu held.
 func (w *Watcher) finishIfDone(p *progress) {
 	if p.eof && p.state.Acked == p.read {
-		p.state.Finished = true
+		p.state.Finished, p.state.AckedAfter = true, nil
 		delete(w.active, p.name)
 		w.dirty = true
 	}
@@ -263,6 +271,7 @@ func (w *Watcher) ack(p *progress, seq int64) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	p.done[seq] = true
+	w.dirty = true
 	for p.done[p.state.Acked] {
 		delete(p.done, p.state.Acked)
 		p.state.Acked++
@@ -288,6 +297,13 @@ func (w *Watcher) FlushAcks(context.Context) error {
 }
 
 func (w *Watcher) saveLocked() error {
+	for _, p := range w.active {
+		p.state.AckedAfter = p.state.AckedAfter[:0]
+		for seq := range p.done {
+			p.state.AckedAfter = append(p.state.AckedAfter, seq)
+		}
+		slices.Sort(p.state.AckedAfter)
+	}
 	data, err := json.MarshalIndent(w.st, "", "  ")
 	if err != nil {
 		return err

@@ -100,6 +100,36 @@ func TestResumeMidFileAndPickUpNewFiles(t *testing.T) {
 }
 
 // A continuous watcher waits for files and picks them up as they appear.
+// Acks out of order: an input acked past a gap is not handed out again after a restart.
+func TestOutOfOrderAcksSurviveRestart(t *testing.T) {
+	dir, state := t.TempDir(), filepath.Join(t.TempDir(), "state.json")
+	writeFile(t, dir, "a.jsonl", 1, 2, 3, 4)
+	w := open(t, dir, state, true)
+	var acks []connectors.AckFunc
+	for i := 0; i < 4; i++ {
+		_, ack, err := w.Read(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		acks = append(acks, ack)
+	}
+	acks[1](context.Background(), nil) // t:2 and t:4 finish first; t:1 and t:3 never do
+	acks[3](context.Background(), nil)
+	if err := w.FlushAcks(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// No Close: the process dies here.
+	w2 := open(t, dir, state, true)
+	if got := read(t, w2, -1, -1); fmt.Sprint(got) != "[t:1 t:3]" {
+		t.Fatalf("after restart read %v", got)
+	}
+	w2.Close(context.Background())
+	w3 := open(t, dir, state, true)
+	if got := read(t, w3, -1, -1); len(got) != 0 {
+		t.Fatalf("finished file read again: %v", got)
+	}
+}
+
 func TestWatchesForNewFiles(t *testing.T) {
 	dir, state := t.TempDir(), filepath.Join(t.TempDir(), "state.json")
 	w := open(t, dir, state, false)
