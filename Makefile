@@ -8,7 +8,7 @@ VENV := $(REIGNPIPE_HOME)/venv
 PY := $(VENV)/bin/python
 GO ?= go
 # Packages with concurrency worth running under the race detector.
-RACE_PKGS := ./pipelines/embedded/ ./stages/gn/ ./stages/shardcache/ ./connectors/vectorfile/
+RACE_PKGS := ./pipelines/embedded/ ./stages/gn/ ./stages/shardcache/ ./connectors/vectorfile/ ./connectors/watchdir/
 
 .PHONY: all build fetch pydeps demo test fuzz-smoke fuzz bench clean
 
