@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/connectors/deadletter"
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/embedded"
+	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/chunk"
 	"github.com/reignpipe/reignpipe/stages/gn"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
@@ -47,12 +49,13 @@ func cmdRun(ctx context.Context, args []string) error {
 }
 
 // sinks maps sinks[].type to its constructor.
-// gnDim > 0: vectors carry their GN mean-pool companion of that dimension.
-var sinks = map[string]func(c pipelines.SinkConfig, dim, gnDim int) (connectors.Sink, error){
-	"parquet": func(c pipelines.SinkConfig, dim, gnDim int) (connectors.Sink, error) {
-		return vectorfile.NewParquet(vectorfile.ParquetOptions{Dir: c.Dir, Dim: dim, GNDim: gnDim})
+// gnDim > 0: vectors carry their GN mean-pool companion of that dimension. meta (GN
+// fingerprint, K, S) goes into file metadata where the format has it.
+var sinks = map[string]func(c pipelines.SinkConfig, dim, gnDim int, meta map[string]string) (connectors.Sink, error){
+	"parquet": func(c pipelines.SinkConfig, dim, gnDim int, meta map[string]string) (connectors.Sink, error) {
+		return vectorfile.NewParquet(vectorfile.ParquetOptions{Dir: c.Dir, Dim: dim, GNDim: gnDim, Metadata: meta})
 	},
-	"jsonl": func(c pipelines.SinkConfig, _, _ int) (connectors.Sink, error) {
+	"jsonl": func(c pipelines.SinkConfig, _, _ int, _ map[string]string) (connectors.Sink, error) {
 		return vectorfile.NewJSONL(vectorfile.JSONLOptions{Dir: c.Dir})
 	},
 }
@@ -160,7 +163,10 @@ func run(ctx context.Context, cfg *pipelines.Config, fromScratch bool) (sum embe
 		if companion != nil {
 			gnDim = companion.Dim()
 		}
-		s, err := sinks[sc.Type](sc, agg.Dim(), gnDim)
+		meta := map[string]string{
+			schemas.MetaGNFingerprint: model.Fingerprint(), schemas.MetaK: strconv.Itoa(params.K), schemas.MetaS: strconv.Itoa(params.S),
+		}
+		s, err := sinks[sc.Type](sc, agg.Dim(), gnDim, meta)
 		if err != nil {
 			return sum, fmt.Errorf("sink %s %s: %w", sc.Type, sc.Dir, err)
 		}
