@@ -1,0 +1,334 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/reignpipe/reignpipe/internal/atomicfile"
+	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/stages/aggregate"
+	"github.com/reignpipe/reignpipe/stages/chunk"
+	"github.com/reignpipe/reignpipe/stages/eval"
+	"github.com/reignpipe/reignpipe/stages/gn"
+	"github.com/reignpipe/reignpipe/stages/shardcache"
+)
+
+// SystemResult is one system's mean scores and, for systems compared with the GN mean-pool
+// baseline, the paired significance of the nDCG difference.
+type SystemResult struct {
+	System  string  `json:"system"`
+	Space   string  `json:"space,omitempty"`
+	NDCG    float64 `json:"ndcg"`
+	P       float64 `json:"precision"`
+	R       float64 `json:"recall"`
+	MAP     float64 `json:"map"`
+	Queries int     `json:"queries"`
+	// Versus gn-meanpool: mean nDCG difference, 95% paired-bootstrap CI, randomisation p.
+	DiffVsMeanPool *float64 `json:"ndcg_diff_vs_meanpool,omitempty"`
+	CILow          *float64 `json:"ci_low,omitempty"`
+	CIHigh         *float64 `json:"ci_high,omitempty"`
+	PValue         *float64 `json:"p_value,omitempty"`
+}
+
+// EvalSummary is what `reignpipe eval` prints and writes.
+type EvalSummary struct {
+	Data           string         `json:"data"`
+	Split          string         `json:"split"`
+	K              int            `json:"k"`
+	SelfMatch      bool           `json:"self_match_removed"`
+	Corpus         int            `json:"corpus"`
+	Queries        int            `json:"queries"`
+	SkippedQueries int            `json:"queries_without_relevant_docs"`
+	GNWindows      int64          `json:"gn_windows"` // windows the GN embedded for this eval (cache misses)
+	Systems        []SystemResult `json:"systems"`
+}
+
+// cmdEval encodes a BEIR-layout dataset's corpus and queries through the pipeline (chunk
+// cache included) and compares, on the same data in one run: BM25 over the same text, the
+// bare GN on the first window only, the GN chunked mean-pool and, when a checkpoint is
+// configured, REIGN.
+func cmdEval(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
+	data := fs.String("data", "", "BEIR-layout directory: corpus.jsonl, queries.jsonl, qrels/<split>.tsv")
+	split := fs.String("split", "test", "qrels split")
+	k := fs.Int("k", 10, "cutoff")
+	keepSelf := fs.Bool("keep-self", false, "do not drop hits whose id equals the query id (LoCo)")
+	out := fs.String("out", "out/eval", "where vectors, per-query results and the summary go")
+	checkpoint := fs.String("checkpoint", "", "REIGN checkpoint (else aggregate.checkpoint when aggregate.type is reign)")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || *data == "" || *k < 1 {
+		return errors.New("eval: usage: reignpipe eval --data DIR [--split test] [--k 10] [--out DIR] [--checkpoint DIR] PIPELINE.yaml")
+	}
+	cfg, err := pipelines.Load(pos[0])
+	if err != nil {
+		return err
+	}
+	if *checkpoint != "" {
+		cfg.Aggregate.Type, cfg.Aggregate.Checkpoint = "reign", *checkpoint
+	}
+	sum, err := evaluate(ctx, cfg, *data, *split, *k, !*keepSelf, *out)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%-14s %8s %8s %8s %8s   %s\n", "system", "nDCG@"+fmt.Sprint(*k), "P", "R", "MAP", "vs gn-meanpool (diff [95% CI], p)")
+	for _, s := range sum.Systems {
+		line := fmt.Sprintf("%-14s %8.4f %8.4f %8.4f %8.4f", s.System, s.NDCG, s.P, s.R, s.MAP)
+		if s.DiffVsMeanPool != nil {
+			line += fmt.Sprintf("   %+.4f [%+.4f, %+.4f], p=%.4f", *s.DiffVsMeanPool, *s.CILow, *s.CIHigh, *s.PValue)
+		}
+		fmt.Println(line)
+	}
+	return nil
+}
+
+func evaluate(ctx context.Context, cfg *pipelines.Config, dataDir, split string, k int, dropSelf bool, outDir string) (*EvalSummary, error) {
+	ds, err := eval.LoadBEIRSplit(dataDir, split)
+	if err != nil {
+		return nil, err
+	}
+	sum := &EvalSummary{Data: dataDir, Split: split, K: k, SelfMatch: dropSelf, Corpus: len(ds.Corpus), Queries: len(ds.Queries)}
+
+	// 1. Both sides through the pipeline (mean-pool run): fills the chunk cache and the doc
+	// manifests every system below is computed from.
+	corpusFile, queryFile := filepath.Join(outDir, "corpus.jsonl"), filepath.Join(outDir, "queries.jsonl")
+	if err := writeJSONL(corpusFile, len(ds.Corpus), func(i int) any {
+		return map[string]string{"id": ds.Corpus[i].ID, "title": ds.Corpus[i].Title, "text": ds.Corpus[i].Text}
+	}); err != nil {
+		return nil, err
+	}
+	if err := writeJSONL(queryFile, len(ds.Queries), func(i int) any {
+		return map[string]string{"id": ds.Queries[i].ID, "text": ds.Queries[i].Text}
+	}); err != nil {
+		return nil, err
+	}
+	for _, side := range []struct{ name, path string }{{"c", corpusFile}, {"q", queryFile}} {
+		c := *cfg
+		c.Name = "eval-" + side.name
+		c.Source = pipelines.SourceConfig{Type: "jsonl", Path: side.path, Name: side.name}
+		c.Aggregate = pipelines.AggregateConfig{Type: "meanpool", SingleChunk: "reign"}
+		c.Sinks = []pipelines.SinkConfig{{Type: "parquet", Dir: filepath.Join(outDir, "vectors-"+side.name)}}
+		c.DeadLetter.Path = filepath.Join(outDir, "deadletter.jsonl")
+		c.Run.StateDir, c.Run.Summary, c.Run.Progress = filepath.Join(outDir, "state"), "", "log"
+		rs, err := run(ctx, &c, true)
+		if err != nil {
+			return nil, fmt.Errorf("encoding %s: %w", side.path, err)
+		}
+		if rs.DocsFailed > 0 {
+			return nil, fmt.Errorf("encoding %s: %d documents failed (see %s)", side.path, rs.DocsFailed, c.DeadLetter.Path)
+		}
+		sum.GNWindows += rs.GNWindows
+	}
+
+	// 2. Every embedding system from the cache, without the GN.
+	lib, err := cfg.Runtime.LibraryPath()
+	if err != nil {
+		return nil, err
+	}
+	rt, err := gn.NewRuntime(lib)
+	if err != nil {
+		return nil, err
+	}
+	defer rt.Close()
+	modelPath, tokPath := cfg.GN.ModelPaths()
+	model, err := rt.Load(gn.Config{Name: cfg.GN.Name, Model: modelPath, Tokenizer: tokPath, Provider: cfg.GN.Provider})
+	if err != nil {
+		return nil, err
+	}
+	defer model.Close()
+	p := chunk.Params{K: cfg.Chunking.K, S: cfg.Chunking.S}
+	cache, err := shardcache.Open(shardcache.Options{Dir: cfg.Cache.Dir, Fingerprint: model.Fingerprint(), Dim: model.Dim(), K: p.K, S: p.S})
+	if err != nil {
+		return nil, err
+	}
+	defer cache.Close()
+	meanPool, err := aggregate.NewMeanPool(model.Dim(), model.Fingerprint())
+	if err != nil {
+		return nil, err
+	}
+	systems := []struct {
+		name string
+		agg  aggregate.Aggregator
+	}{
+		{"gn-truncated", firstChunk{meanPool}},
+		{"gn-meanpool", meanPool},
+	}
+	if cfg.Aggregate.Type == "reign" {
+		agg, _, closeAgg, err := buildAggregator(rt, cfg, model, p)
+		if err != nil {
+			return nil, err
+		}
+		defer closeAgg()
+		systems = append(systems, struct {
+			name string
+			agg  aggregate.Aggregator
+		}{"reign", agg})
+	}
+
+	corpusIDs := make([]string, len(ds.Corpus))
+	for i, d := range ds.Corpus {
+		corpusIDs[i] = d.ID
+	}
+	reports := map[string]*eval.Report{}
+	var order []string
+	for _, sys := range systems {
+		cv, err := vectorsFromCache(cache, model.Dim(), sys.agg, "c", corpusIDs)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", sys.name, err)
+		}
+		rep, err := eval.NewReport(k, 1)
+		if err != nil {
+			return nil, err
+		}
+		for _, q := range ds.Queries {
+			qv, err := vectorsFromCache(cache, model.Dim(), sys.agg, "q", []string{q.ID})
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", sys.name, err)
+			}
+			exclude := ""
+			if dropSelf {
+				exclude = q.ID
+			}
+			hits, err := eval.TopK(qv[0], cv, corpusIDs, k, exclude)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := rep.Add(q.ID, eval.HitIDs(hits), ds.Qrels[q.ID]); err != nil {
+				return nil, err
+			}
+		}
+		reports[sys.name] = rep
+		order = append(order, sys.name)
+	}
+	// BM25 over the same text.
+	bm, err := eval.NewBM25(eval.DefaultK1, eval.DefaultB)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range ds.Corpus {
+		if err := bm.Index(d.ID, eval.Tokenize(d.Text)); err != nil {
+			return nil, err
+		}
+	}
+	bmRep, err := eval.NewReport(k, 1)
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range ds.Queries {
+		exclude := ""
+		if dropSelf {
+			exclude = q.ID
+		}
+		if _, err := bmRep.Add(q.ID, eval.HitIDs(bm.Search(eval.Tokenize(q.Text), k, exclude)), ds.Qrels[q.ID]); err != nil {
+			return nil, err
+		}
+	}
+	reports["bm25"] = bmRep
+	order = append([]string{"bm25"}, order...)
+
+	base := reports["gn-meanpool"].Column(func(m eval.QueryMetrics) float64 { return m.NDCG })
+	for _, name := range order {
+		rep := reports[name]
+		m := rep.Mean()
+		r := SystemResult{System: name, NDCG: m.NDCG, P: m.P, R: m.R, MAP: m.AP, Queries: len(rep.PerQuery)}
+		for _, s := range systems {
+			if s.name == name {
+				r.Space = s.agg.Space()
+			}
+		}
+		if name != "gn-meanpool" {
+			col := rep.Column(func(m eval.QueryMetrics) float64 { return m.NDCG })
+			diff, lo, hi, err := eval.PairedBootstrapCI(col, base, eval.DefaultResamples, eval.DefaultSeed, eval.DefaultAlpha)
+			if err == nil {
+				pv, err := eval.PairedRandomizationP(col, base, eval.DefaultResamples, eval.DefaultSeed)
+				if err == nil {
+					r.DiffVsMeanPool, r.CILow, r.CIHigh, r.PValue = &diff, &lo, &hi, &pv
+				}
+			}
+		}
+		sum.Systems = append(sum.Systems, r)
+		sum.SkippedQueries = rep.Skipped
+		f, err := os.Create(filepath.Join(outDir, "per-query-"+name+".tsv"))
+		if err != nil {
+			return nil, err
+		}
+		werr := eval.WritePerQuery(f, rep)
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			return nil, werr
+		}
+	}
+	b, _ := json.MarshalIndent(sum, "", "  ")
+	if err := atomicfile.Write(filepath.Join(outDir, "eval-summary.json"), append(b, '\n')); err != nil {
+		return nil, err
+	}
+	return sum, nil
+}
+
+// firstChunk is the bare GN on the first window only (the truncated baseline): the first chunk
+// embedding, already L2-normalised, in the GN space.
+type firstChunk struct{ mp *aggregate.MeanPool }
+
+func (f firstChunk) Space() string { return f.mp.Space() }
+func (f firstChunk) Dim() int      { return f.mp.Dim() }
+func (f firstChunk) Aggregate(chunks [][]float32, out []float32) error {
+	return f.mp.Aggregate(chunks[:1], out)
+}
+
+// vectorsFromCache aggregates the listed documents (source prefix + id) from their manifests
+// and cached chunk embeddings.
+func vectorsFromCache(cache *shardcache.Cache, dim int, agg aggregate.Aggregator, source string, ids []string) ([][]float32, error) {
+	out := make([][]float32, len(ids))
+	for i, id := range ids {
+		m, ok, err := cache.Manifest(source + ":" + id)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fmt.Errorf("document %s:%s has no manifest in the cache", source, id)
+		}
+		chunks := make([][]float32, len(m.Keys))
+		for j, key := range m.Keys {
+			chunks[j] = make([]float32, dim)
+			hit, err := cache.Get(key, chunks[j])
+			if err != nil {
+				return nil, err
+			}
+			if !hit {
+				return nil, fmt.Errorf("document %s:%s window %d is not cached", source, id, j)
+			}
+		}
+		a := agg
+		if r, ok := a.(aggregate.Router); ok {
+			a = r.Route(len(chunks))
+		}
+		out[i] = make([]float32, a.Dim())
+		if err := a.Aggregate(chunks, out[i]); err != nil {
+			return nil, fmt.Errorf("document %s:%s: %w", source, id, err)
+		}
+	}
+	return out, nil
+}
+
+func writeJSONL(path string, n int, row func(int) any) error {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		line, err := json.Marshal(row(i))
+		if err != nil {
+			return err
+		}
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	return atomicfile.Write(path, []byte(b.String()))
+}
