@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/internal/parquetread"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -230,7 +231,7 @@ func readParquetPart(path string, mem memory.Allocator, fn func(schemas.DocVecto
 			err = fmt.Errorf("vectorfile: %s: corrupt: %v", path, r)
 		}
 	}()
-	pf, err := openParquet(path)
+	pf, err := parquetread.Open(path)
 	if err != nil {
 		return fmt.Errorf("vectorfile: %s: %w", path, err)
 	}
@@ -340,7 +341,7 @@ func emitRecord(rec arrow.RecordBatch, cols [9]int, dim int, gn gnCols, fn func(
 		if docID.IsNull(i) {
 			return fmt.Errorf("row %d has a null doc_id", i)
 		}
-		row, err := floatRow(vec, i, dim)
+		row, err := parquetread.FloatRow(vec, i, dim)
 		if err != nil {
 			return err
 		}
@@ -350,7 +351,7 @@ func emitRecord(rec arrow.RecordBatch, cols [9]int, dim int, gn gnCols, fn func(
 			Space: space.Value(i), Vector: append([]float32(nil), row...),
 		}
 		if gn.dim > 0 {
-			g, err := floatRow(rec.Column(gn.vector), i, gn.dim)
+			g, err := parquetread.FloatRow(rec.Column(gn.vector), i, gn.dim)
 			if err != nil {
 				return err
 			}
@@ -362,51 +363,4 @@ func emitRecord(rec arrow.RecordBatch, cols [9]int, dim int, gn gnCols, fn func(
 		}
 	}
 	return nil
-}
-
-// openParquet opens path with its ARROW:schema entry removed. arrow-go decodes that flatbuffer
-// trusting its length fields, so a corrupt one can demand tens of gigabytes and kill the
-// process outright (found by fuzzing; recover cannot catch it). The Parquet schema carries all
-// we need; the vector column then reads as list<float> and each row is checked to hold dim items.
-func openParquet(path string) (*file.Reader, error) {
-	pf, err := file.OpenParquetFile(path, false)
-	if err != nil {
-		return nil, err
-	}
-	md := pf.MetaData()
-	kv := md.KeyValueMetadata()
-	kept := kv[:0:0]
-	for _, e := range kv {
-		if e != nil && e.Key != "ARROW:schema" {
-			kept = append(kept, e)
-		}
-	}
-	md.FileMetaData.KeyValueMetadata = kept
-	return pf, nil
-}
-
-// floatRow returns row i of a list or fixed_size_list of float32 column, which must hold
-// exactly dim non-null items.
-func floatRow(col arrow.Array, i, dim int) ([]float32, error) {
-	l, ok := col.(interface {
-		ValueOffsets(int) (int64, int64)
-		ListValues() arrow.Array
-	})
-	if !ok || col.IsNull(i) {
-		return nil, fmt.Errorf("row %d: vector is null or not a list", i)
-	}
-	vals, ok := l.ListValues().(*array.Float32)
-	if !ok {
-		return nil, fmt.Errorf("row %d: vector items are not float32", i)
-	}
-	start, end := l.ValueOffsets(i)
-	if start < 0 || end-start != int64(dim) || end > int64(vals.Len()) {
-		return nil, fmt.Errorf("row %d: vector has items [%d,%d), want %d", i, start, end, dim)
-	}
-	for j := int(start); j < int(end); j++ {
-		if vals.IsNull(j) {
-			return nil, fmt.Errorf("row %d: vector item %d is null", i, j-int(start))
-		}
-	}
-	return vals.Float32Values()[start:end], nil
 }

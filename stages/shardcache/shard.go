@@ -15,9 +15,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/reignpipe/reignpipe/internal/parquetread"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -204,7 +204,7 @@ func readShard(path string, sp space, mem memory.Allocator) (d *decoded, err err
 			d, err = nil, fmt.Errorf("shard %s: corrupt: %v", path, r)
 		}
 	}()
-	pf, err := openParquet(path)
+	pf, err := parquetread.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("shard %s: %w", path, err)
 	}
@@ -254,7 +254,7 @@ func readShard(path string, sp space, mem memory.Allocator) (d *decoded, err err
 	}
 	for _, c := range tbl.Column(1).Data().Chunks() {
 		for i := 0; i < c.Len(); i++ {
-			row, err := floatRow(c, i, sp.Dim)
+			row, err := parquetread.FloatRow(c, i, sp.Dim)
 			if err != nil {
 				return nil, fmt.Errorf("shard %s: embedding %w", path, err)
 			}
@@ -296,53 +296,6 @@ func checkSpace(path string, kv interface{ FindValue(string) *string }, sp space
 		}
 	}
 	return nil
-}
-
-// openParquet opens path with its ARROW:schema entry removed. arrow-go decodes that flatbuffer
-// trusting its length fields, so a corrupt one can demand tens of gigabytes and kill the
-// process outright (found by fuzzing; recover cannot catch it). The Parquet schema carries all
-// we need; the vector column then reads as list<float> and each row is checked to hold dim items.
-func openParquet(path string) (*file.Reader, error) {
-	pf, err := file.OpenParquetFile(path, false)
-	if err != nil {
-		return nil, err
-	}
-	md := pf.MetaData()
-	kv := md.KeyValueMetadata()
-	kept := kv[:0:0]
-	for _, e := range kv {
-		if e != nil && e.Key != "ARROW:schema" {
-			kept = append(kept, e)
-		}
-	}
-	md.FileMetaData.KeyValueMetadata = kept
-	return pf, nil
-}
-
-// floatRow returns row i of a list or fixed_size_list of float32 column, which must hold
-// exactly dim non-null items.
-func floatRow(col arrow.Array, i, dim int) ([]float32, error) {
-	l, ok := col.(interface {
-		ValueOffsets(int) (int64, int64)
-		ListValues() arrow.Array
-	})
-	if !ok || col.IsNull(i) {
-		return nil, fmt.Errorf("row %d: vector is null or not a list", i)
-	}
-	vals, ok := l.ListValues().(*array.Float32)
-	if !ok {
-		return nil, fmt.Errorf("row %d: vector items are not float32", i)
-	}
-	start, end := l.ValueOffsets(i)
-	if start < 0 || end-start != int64(dim) || end > int64(vals.Len()) {
-		return nil, fmt.Errorf("row %d: vector has items [%d,%d), want %d", i, start, end, dim)
-	}
-	for j := int(start); j < int(end); j++ {
-		if vals.IsNull(j) {
-			return nil, fmt.Errorf("row %d: vector item %d is null", i, j-int(start))
-		}
-	}
-	return vals.Float32Values()[start:end], nil
 }
 
 func isFloatList(t arrow.DataType) bool {
