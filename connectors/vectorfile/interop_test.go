@@ -2,41 +2,19 @@ package vectorfile
 
 import (
 	"context"
-	"encoding/json"
 	"math"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/reignpipe/reignpipe/internal/testenv"
+	"github.com/reignpipe/reignpipe/internal/parquetoracle"
 	"github.com/reignpipe/reignpipe/schemas"
 )
-
-type oracleSide struct {
-	NumRows        int                        `json:"num_rows"`
-	Schema         map[string]string          `json:"schema"`
-	Types          map[string]string          `json:"types"`
-	Metadata       map[string]string          `json:"metadata"`
-	NullCounts     map[string]int             `json:"null_counts"`
-	ItemNullCounts map[string]int             `json:"item_null_counts"`
-	Columns        map[string]json.RawMessage `json:"columns"`
-}
-
-func col[T any](t *testing.T, side oracleSide, name string) []T {
-	t.Helper()
-	var v []T
-	if err := json.Unmarshal(side.Columns[name], &v); err != nil {
-		t.Fatalf("column %s: %v", name, err)
-	}
-	return v
-}
 
 // TestParquetInterop: pyarrow and DuckDB (via ops/oracles/read_parquet.py) read a part exactly
 // as written, bit for bit, with a non-null fixed_size_list vector column.
 func TestParquetInterop(t *testing.T) {
-	py := testenv.Python(t, "pyarrow", "duckdb", "numpy")
 	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer alloc.AssertSize(t, 0)
 	dir := t.TempDir()
@@ -54,18 +32,7 @@ func TestParquetInterop(t *testing.T) {
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(py, filepath.Join(testenv.Root(), "ops", "oracles", "read_parquet.py"),
-		filepath.Join(dir, "part-00000001.parquet")).Output()
-	if err != nil {
-		if ee, ok := err.(*exec.ExitError); ok {
-			t.Fatalf("oracle: %v\n%s", err, ee.Stderr)
-		}
-		t.Fatal(err)
-	}
-	var res map[string]oracleSide
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatal(err)
-	}
+	res := parquetoracle.Read(t, filepath.Join(dir, "part-00000001.parquet"))
 	for _, reader := range []string{"pyarrow", "duckdb"} {
 		t.Run(reader, func(t *testing.T) {
 			side := res[reader]
@@ -85,10 +52,10 @@ func TestParquetInterop(t *testing.T) {
 			if side.ItemNullCounts["vector"] != 0 {
 				t.Errorf("vector items: %d nulls", side.ItemNullCounts["vector"])
 			}
-			ids, titles, versions := col[string](t, side, "doc_id"), col[string](t, side, "title"), col[string](t, side, "version")
-			nChunks, nTokens := col[int](t, side, "n_chunks"), col[int](t, side, "n_tokens")
-			hashes, vecs := col[uint64](t, side, "content_hash"), col[[]uint32](t, side, "vector")
-			spaces, sources := col[string](t, side, "space"), col[string](t, side, "source")
+			ids, titles, versions := parquetoracle.Column[string](t, side, "doc_id"), parquetoracle.Column[string](t, side, "title"), parquetoracle.Column[string](t, side, "version")
+			nChunks, nTokens := parquetoracle.Column[int](t, side, "n_chunks"), parquetoracle.Column[int](t, side, "n_tokens")
+			hashes, vecs := parquetoracle.Column[uint64](t, side, "content_hash"), parquetoracle.Column[[]uint32](t, side, "vector")
+			spaces, sources := parquetoracle.Column[string](t, side, "space"), parquetoracle.Column[string](t, side, "source")
 			for i, w := range want {
 				if ids[i] != w.DocID || titles[i] != w.Title || versions[i] != w.Version || nChunks[i] != w.NChunks ||
 					nTokens[i] != w.NTokens || hashes[i] != w.ContentHash || spaces[i] != w.Space || sources[i] != w.Source {

@@ -1,56 +1,16 @@
 package shardcache
 
 import (
-	"encoding/json"
 	"math"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/reignpipe/reignpipe/internal/testenv"
+	"github.com/reignpipe/reignpipe/internal/parquetoracle"
 	"github.com/reignpipe/reignpipe/schemas"
 )
-
-// oracleSide is one reader's view in ops/oracles/read_parquet.py output.
-type oracleSide struct {
-	NumRows        int                        `json:"num_rows"`
-	Schema         map[string]string          `json:"schema"`
-	Types          map[string]string          `json:"types"`
-	Metadata       map[string]string          `json:"metadata"`
-	NullCounts     map[string]int             `json:"null_counts"`
-	ItemNullCounts map[string]int             `json:"item_null_counts"`
-	Columns        map[string]json.RawMessage `json:"columns"`
-}
-
-func readOracle(t *testing.T, path string) map[string]oracleSide {
-	t.Helper()
-	py := testenv.Python(t, "pyarrow", "duckdb", "numpy")
-	script := filepath.Join(testenv.Root(), "ops", "oracles", "read_parquet.py")
-	out, err := exec.Command(py, script, path).Output()
-	if err != nil {
-		if ee, ok := err.(*exec.ExitError); ok {
-			t.Fatalf("%s: %v\n%s", script, err, ee.Stderr)
-		}
-		t.Fatal(err)
-	}
-	var res map[string]oracleSide
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("oracle output: %v\n%s", err, out)
-	}
-	return res
-}
-
-func col[T any](t *testing.T, side oracleSide, name string) []T {
-	t.Helper()
-	var v []T
-	if err := json.Unmarshal(side.Columns[name], &v); err != nil {
-		t.Fatalf("column %s: %v", name, err)
-	}
-	return v
-}
 
 // TestInteropPyArrowDuckDB writes a shard from Go and demands that pyarrow and DuckDB read back
 // exactly the rows written, bit for bit, with a non-null fixed_size_list embedding column.
@@ -70,7 +30,7 @@ func TestInteropPyArrowDuckDB(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	res := readOracle(t, filepath.Join(dir, "shards", shardName(1)))
+	res := parquetoracle.Read(t, filepath.Join(dir, "shards", shardName(1)))
 	wantMeta := map[string]string{
 		schemas.MetaSchemaVersion: "1", schemas.MetaGNFingerprint: o.Fingerprint,
 		schemas.MetaK: strconv.Itoa(o.K), schemas.MetaS: strconv.Itoa(o.S), schemas.MetaDim: strconv.Itoa(testDim),
@@ -97,11 +57,11 @@ func TestInteropPyArrowDuckDB(t *testing.T) {
 			if side.ItemNullCounts["embedding"] != 0 {
 				t.Errorf("embedding items: %d nulls", side.ItemNullCounts["embedding"])
 			}
-			keys := col[uint64](t, side, "key")
-			docs := col[string](t, side, "doc_id")
-			idx := col[int32](t, side, "chunk_index")
-			ntok := col[int32](t, side, "n_tokens")
-			emb := col[[]uint32](t, side, "embedding")
+			keys := parquetoracle.Column[uint64](t, side, "key")
+			docs := parquetoracle.Column[string](t, side, "doc_id")
+			idx := parquetoracle.Column[int32](t, side, "chunk_index")
+			ntok := parquetoracle.Column[int32](t, side, "n_tokens")
+			emb := parquetoracle.Column[[]uint32](t, side, "embedding")
 			if len(keys) != len(rows) || len(docs) != len(rows) || len(idx) != len(rows) || len(ntok) != len(rows) || len(emb) != len(rows) {
 				t.Fatalf("column lengths differ from %d rows", len(rows))
 			}
