@@ -47,19 +47,10 @@ func BenchmarkFractionOfGN(b *testing.B) {
 		s := newStage(b, makeCheckpoint(b, size, "--gn-dim", "384")) // fed by a 384-d GN
 		for _, n := range []int{4, 16, 64, 256} {
 			b.Run(fmt.Sprintf("%s/N=%d", size, n), func(b *testing.B) {
-				doc := randDoc(rand.New(rand.NewPCG(1, uint64(n))), n, s.InputDim())
-				out := make([]float32, s.Dim())
-				iters := 0
-				for b.Loop() {
-					if err := s.Aggregate(doc, out); err != nil {
-						b.Fatal(err)
-					}
-					iters++
-				}
-				perDoc := b.Elapsed() / time.Duration(iters)
-				b.ReportMetric(float64(perDoc)/1e6, "ms/doc")
+				perDoc := benchAggregate(b, s, n)
 				b.ReportMetric(100*float64(perDoc)/float64(perWindow*time.Duration(n)), "%of-GN")
 			})
+
 		}
 	}
 }
