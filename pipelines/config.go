@@ -37,6 +37,7 @@ type Config struct {
 	Sinks      []SinkConfig     `yaml:"sinks"`
 	DeadLetter DeadLetterConfig `yaml:"dead_letter"`
 	Run        RunConfig        `yaml:"run"`
+	Transport  TransportConfig  `yaml:"transport"`
 
 	root *yaml.Node // kept to report the line of a bad value
 }
@@ -111,8 +112,9 @@ type AggregateConfig struct {
 
 // SinkConfig is one output.
 type SinkConfig struct {
-	Type string `yaml:"type"` // parquet | jsonl
-	Dir  string `yaml:"dir"`
+	Type  string `yaml:"type"` // parquet | jsonl | kafka
+	Dir   string `yaml:"dir"`
+	Topic string `yaml:"topic"` // kafka: default <transport.kafka.topics>.vectors
 }
 
 // DeadLetterConfig is where failed inputs go.
@@ -222,6 +224,9 @@ func Defaults() *Config {
 			StateDir: "out/state", CommitEvery: 512, CommitInterval: Duration{10 * time.Second},
 			Queue: 64, Progress: "auto", DrainTimeout: Duration{30 * time.Second},
 		},
+		Transport: TransportConfig{Type: "embedded", Kafka: KafkaConfig{
+			Partitions: 6, ReplicationFactor: 1, MaxRecordBytes: 900_000, Compression: "zstd", StartOffset: "earliest",
+		}},
 	}
 }
 
@@ -348,8 +353,20 @@ func (c *Config) Validate() error {
 	dirs := map[string]bool{}
 	for i, s := range c.Sinks {
 		p := fmt.Sprintf("sinks.%d", i)
-		if s.Type != "parquet" && s.Type != "jsonl" {
-			return c.bad(p+".type", "unknown sink %q (parquet, jsonl)", s.Type)
+		if s.Type != "parquet" && s.Type != "jsonl" && s.Type != "kafka" {
+			return c.bad(p+".type", "unknown sink %q (parquet, jsonl, kafka)", s.Type)
+		}
+		if s.Type == "kafka" {
+			if s.Dir != "" {
+				return c.bad(p+".dir", "a kafka sink writes to a topic, not a directory")
+			}
+			if s.Topic != "" && !topicRe.MatchString(s.Topic) {
+				return c.bad(p+".topic", "%q is not a valid topic name", s.Topic)
+			}
+			continue
+		}
+		if s.Topic != "" {
+			return c.bad(p+".topic", "applies only to a kafka sink")
 		}
 		if s.Dir == "" {
 			return c.bad(p+".dir", "missing")
@@ -359,7 +376,7 @@ func (c *Config) Validate() error {
 		}
 		dirs[filepath.Clean(s.Dir)] = true
 	}
-	return nil
+	return c.validateTransport()
 }
 
 // ModelPaths resolves the GN files: explicit paths win, else REIGNPIPE_HOME/gn/<name>/.

@@ -20,6 +20,9 @@ type Document struct {
 	Text string
 	// Meta carries source-specific fields (dates, classes, namespace...). May be nil.
 	Meta map[string]string
+	// Position says where the source read it (e.g. "topic/partition@offset"), for dead letters
+	// of later stages; "" when the source has no better name than the read order.
+	Position string
 }
 
 // ContentHash is xxhash64 of the exact text that is tokenized. Together with ID and Version it

@@ -73,7 +73,20 @@ type Parts struct {
 	// mean-pool GN vector that comes free from the same chunks when Aggregator is REIGN.
 	GNMeanPool aggregate.Aggregator
 	Sinks      []connectors.Sink
+	// ChunkSinks receive each document's chunk embeddings (the embed stage of distributed mode
+	// publishes them for a separate aggregate stage). With ChunkSinks, Aggregator and Sinks may
+	// be left empty: the runner then embeds and publishes chunks only.
+	ChunkSinks []ChunkSink
 	DeadLetter connectors.DeadLetterSink
+}
+
+// ChunkSink makes documents' chunk embeddings durable, like connectors.Sink does for vectors.
+type ChunkSink interface {
+	// WriteChunks hands over one document; it may buffer. The ChunkDoc's slices are not
+	// retained past the call's return unless copied. Called from one goroutine at a time.
+	WriteChunks(ctx context.Context, c schemas.ChunkDoc) error
+	// Flush blocks until everything written so far is durable; only then are inputs acked.
+	Flush(ctx context.Context) error
 }
 
 // Options tune the runner.
@@ -178,10 +191,12 @@ func New(p Parts, opt Options) (*Runner, error) {
 		return nil, errors.New("embedded: no GN embedder")
 	case p.Cache == nil:
 		return nil, errors.New("embedded: no chunk cache")
-	case p.Aggregator == nil:
+	case p.Aggregator == nil && len(p.ChunkSinks) == 0:
 		return nil, errors.New("embedded: no aggregator")
-	case len(p.Sinks) == 0:
+	case p.Aggregator != nil && len(p.Sinks) == 0:
 		return nil, errors.New("embedded: no sink")
+	case p.Aggregator == nil && len(p.Sinks) > 0:
+		return nil, errors.New("embedded: vector sinks need an aggregator")
 	case p.DeadLetter == nil:
 		return nil, errors.New("embedded: no dead-letter output")
 	case p.Dim <= 0 || p.Fingerprint == "":

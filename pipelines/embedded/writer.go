@@ -48,6 +48,11 @@ func (r *Runner) write(ctx context.Context, done <-chan *item) error {
 		if err := r.parts.Cache.Flush(); err != nil {
 			return fmt.Errorf("chunk cache flush: %w", err)
 		}
+		for _, s := range r.parts.ChunkSinks {
+			if err := s.Flush(ctx); err != nil {
+				return fmt.Errorf("chunk sink flush: %w", err)
+			}
+		}
 		for _, s := range r.parts.Sinks {
 			if err := s.Flush(ctx); err != nil {
 				return fmt.Errorf("sink flush: %w", err)
@@ -155,30 +160,16 @@ func (r *Runner) handle(ctx context.Context, it *item) (bool, error) {
 			return false, nil
 		}
 		return false, r.deadLetter(ctx, it, schemas.DeadLetter{
-			DocID: it.doc.ID, Source: it.doc.Source, Position: fmt.Sprintf("input %d", it.seq), Stage: it.stage, Err: it.err.Error(),
+			DocID: it.doc.ID, Source: it.doc.Source, Position: position(it), Stage: it.stage, Err: it.err.Error(),
 		})
 	}
-	agg := r.parts.Aggregator
-	if rt, ok := agg.(aggregate.Router); ok {
-		agg = rt.Route(len(it.emb))
-	}
-	vec := make([]float32, agg.Dim())
-	if err := agg.Aggregate(it.emb, vec); err != nil {
-		return false, r.deadLetter(ctx, it, schemas.DeadLetter{
-			DocID: it.doc.ID, Source: it.doc.Source, Position: fmt.Sprintf("input %d", it.seq), Stage: "aggregate", Err: err.Error(),
-		})
-	}
-	var gnSpace string
-	var gnVec []float32
-	if mp := r.parts.GNMeanPool; mp != nil {
-		gnSpace, gnVec = mp.Space(), vec
-		if agg != mp {
-			gnVec = make([]float32, mp.Dim())
-			if err := mp.Aggregate(it.emb, gnVec); err != nil {
-				return false, r.deadLetter(ctx, it, schemas.DeadLetter{
-					DocID: it.doc.ID, Source: it.doc.Source, Position: fmt.Sprintf("input %d", it.seq), Stage: "aggregate", Err: err.Error(),
-				})
-			}
+	var v schemas.DocVector
+	if r.parts.Aggregator != nil {
+		var err error
+		if v, err = aggregate.Vectors(r.parts.Aggregator, r.parts.GNMeanPool, it.emb); err != nil {
+			return false, r.deadLetter(ctx, it, schemas.DeadLetter{
+				DocID: it.doc.ID, Source: it.doc.Source, Position: position(it), Stage: "aggregate", Err: err.Error(),
+			})
 		}
 	}
 	for i, miss := range it.miss {
@@ -200,11 +191,24 @@ func (r *Runner) handle(ctx context.Context, it *item) (bool, error) {
 		return false, fmt.Errorf("doc manifest (%s): %w", it.doc.ID, err)
 	}
 	r.C.ManifestsPut.Add(1)
-	v := schemas.DocVector{
-		DocID: it.doc.ID, Title: it.doc.Title, Source: it.doc.Source, Version: it.doc.Version,
-		ContentHash: it.hash, NChunks: len(it.windows), NTokens: it.nTokens, Space: agg.Space(), Vector: vec,
-		GNSpace: gnSpace, GNVector: gnVec,
+	if len(r.parts.ChunkSinks) > 0 {
+		cd := schemas.ChunkDoc{
+			DocID: it.doc.ID, Source: it.doc.Source, Version: it.doc.Version, Title: it.doc.Title,
+			ContentHash: it.hash, NTokens: it.nTokens, Fingerprint: r.parts.Fingerprint,
+			K: r.parts.Chunking.K, S: r.parts.Chunking.S, Dim: r.parts.Dim, Keys: it.keys,
+			Embeddings: make([]float32, 0, len(it.emb)*r.parts.Dim),
+		}
+		for _, e := range it.emb {
+			cd.Embeddings = append(cd.Embeddings, e...)
+		}
+		for _, s := range r.parts.ChunkSinks {
+			if err := s.WriteChunks(ctx, cd); err != nil {
+				return false, fmt.Errorf("chunk sink write (%s): %w", it.doc.ID, err)
+			}
+		}
 	}
+	v.DocID, v.Title, v.Source, v.Version = it.doc.ID, it.doc.Title, it.doc.Source, it.doc.Version
+	v.ContentHash, v.NChunks, v.NTokens = it.hash, len(it.windows), it.nTokens
 	for _, s := range r.parts.Sinks {
 		if err := s.Write(ctx, v); err != nil {
 			return false, fmt.Errorf("sink write (%s): %w", it.doc.ID, err)
@@ -214,6 +218,14 @@ func (r *Runner) handle(ctx context.Context, it *item) (bool, error) {
 	// Free the window buffers now: the item stays pending until the commit.
 	it.windows, it.emb, it.doc.Text = nil, nil, ""
 	return true, nil
+}
+
+// position names where an input was read, for its dead letter.
+func position(it *item) string {
+	if it.doc.Position != "" {
+		return it.doc.Position
+	}
+	return fmt.Sprintf("input %d", it.seq)
 }
 
 func (r *Runner) deadLetter(ctx context.Context, it *item, d schemas.DeadLetter) error {

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/reignpipe/reignpipe/schemas"
 )
 
 // Aggregator computes one document vector from the document's chunk embeddings.
@@ -100,4 +102,29 @@ func (r SingleChunkRouter) Space() string { return r.Multi.Space() }
 func (r SingleChunkRouter) Dim() int      { return r.Multi.Dim() }
 func (r SingleChunkRouter) Aggregate(chunks [][]float32, out []float32) error {
 	return r.Route(len(chunks)).Aggregate(chunks, out)
+}
+
+// Vectors computes a document's published vectors from its chunk embeddings: agg's vector
+// (routed by chunk count when agg is a Router) and, when gnMeanPool is set, the chunked
+// mean-pool GN vector beside it (the same slice when agg already is that mean-pool). Only the
+// vector fields and spaces of the result are set; the caller fills in the identity.
+func Vectors(agg, gnMeanPool Aggregator, chunks [][]float32) (schemas.DocVector, error) {
+	var v schemas.DocVector
+	if rt, ok := agg.(Router); ok {
+		agg = rt.Route(len(chunks))
+	}
+	v.Space, v.Vector = agg.Space(), make([]float32, agg.Dim())
+	if err := agg.Aggregate(chunks, v.Vector); err != nil {
+		return v, err
+	}
+	if gnMeanPool != nil {
+		v.GNSpace, v.GNVector = gnMeanPool.Space(), v.Vector
+		if agg != gnMeanPool {
+			v.GNVector = make([]float32, gnMeanPool.Dim())
+			if err := gnMeanPool.Aggregate(chunks, v.GNVector); err != nil {
+				return v, err
+			}
+		}
+	}
+	return v, nil
 }

@@ -1,0 +1,132 @@
+package pipelines
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+)
+
+// TransportConfig says how the stages of a pipeline are joined. "embedded" (the default) runs
+// every stage in one process (`reignpipe run`); "kafka" runs each stage as its own process
+// (`reignpipe stage NAME`) joined by Kafka topics, scaled by consumer groups. The rest of the
+// pipeline file means the same under both.
+type TransportConfig struct {
+	Type  string      `yaml:"type"` // embedded | kafka
+	Kafka KafkaConfig `yaml:"kafka"`
+}
+
+// KafkaConfig places a pipeline on a Kafka cluster.
+type KafkaConfig struct {
+	Brokers  []string `yaml:"brokers"`
+	ClientID string   `yaml:"client_id"`
+	// Topics derives the four topic names: <topics>.raw, .chunks, .vectors, .deadletter.
+	Topics string `yaml:"topics"`
+	// Group prefixes the consumer groups: <group>.embed, <group>.aggregate. Default: topics.
+	Group string `yaml:"group"`
+	// Partitions and ReplicationFactor are used when a topic is missing and gets created.
+	Partitions        int `yaml:"partitions"`
+	ReplicationFactor int `yaml:"replication_factor"`
+	// MaxRecordBytes bounds every record value reignpipe produces; larger messages (a huge
+	// document, its chunk embeddings) are split into fragments, so broker limits stay as they are.
+	MaxRecordBytes int    `yaml:"max_record_bytes"`
+	Compression    string `yaml:"compression"`  // zstd | lz4 | snappy | gzip | none
+	StartOffset    string `yaml:"start_offset"` // earliest | latest, for a group without offsets
+	TLS            *struct {
+		CAFile             string `yaml:"ca_file"`
+		CertFile           string `yaml:"cert_file"`
+		KeyFile            string `yaml:"key_file"`
+		ServerName         string `yaml:"server_name"`
+		InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+	} `yaml:"tls"`
+	SASL *struct {
+		Mechanism string `yaml:"mechanism"` // PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512
+		Username  string `yaml:"username"`
+		// PasswordEnv names the environment variable holding the password, so pipeline files
+		// can be committed without secrets; Password is accepted for local experiments.
+		Password    string `yaml:"password"`
+		PasswordEnv string `yaml:"password_env"`
+	} `yaml:"sasl"`
+}
+
+// Topic names.
+func (k KafkaConfig) RawTopic() string        { return k.Topics + ".raw" }
+func (k KafkaConfig) ChunksTopic() string     { return k.Topics + ".chunks" }
+func (k KafkaConfig) VectorsTopic() string    { return k.Topics + ".vectors" }
+func (k KafkaConfig) DeadLetterTopic() string { return k.Topics + ".deadletter" }
+
+// GroupFor is the consumer group of a stage.
+func (k KafkaConfig) GroupFor(stage string) string {
+	g := k.Group
+	if g == "" {
+		g = k.Topics
+	}
+	return g + "." + stage
+}
+
+// SASLPassword resolves the password from the environment when password_env is set.
+func (k KafkaConfig) SASLPassword() (string, error) {
+	if k.SASL == nil {
+		return "", nil
+	}
+	if k.SASL.PasswordEnv != "" {
+		v, ok := os.LookupEnv(k.SASL.PasswordEnv)
+		if !ok {
+			return "", fmt.Errorf("transport.kafka.sasl.password_env: %s is not set", k.SASL.PasswordEnv)
+		}
+		return v, nil
+	}
+	return k.SASL.Password, nil
+}
+
+var topicRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,200}$`)
+
+func (c *Config) validateTransport() error {
+	t := c.Transport
+	switch t.Type {
+	case "embedded":
+		for i, s := range c.Sinks {
+			if s.Type == "kafka" {
+				return c.bad(fmt.Sprintf("sinks.%d.type", i), "a kafka sink needs transport.type: kafka (brokers and security live there)")
+			}
+		}
+		return nil
+	case "kafka":
+	default:
+		return c.bad("transport.type", "%q is not embedded or kafka", t.Type)
+	}
+	k := t.Kafka
+	switch {
+	case len(k.Brokers) == 0:
+		return c.bad("transport.kafka.brokers", "at least one bootstrap broker (host:port) is needed")
+	case !topicRe.MatchString(k.Topics):
+		return c.bad("transport.kafka.topics", "%q is not a valid topic prefix (letters, digits, . _ -)", k.Topics)
+	case k.Group != "" && !topicRe.MatchString(k.Group):
+		return c.bad("transport.kafka.group", "%q is not a valid group prefix", k.Group)
+	case k.Partitions < 1:
+		return c.bad("transport.kafka.partitions", "must be >= 1")
+	case k.ReplicationFactor < 1:
+		return c.bad("transport.kafka.replication_factor", "must be >= 1")
+	case k.MaxRecordBytes < 64<<10:
+		return c.bad("transport.kafka.max_record_bytes", "%d is below 64 KiB", k.MaxRecordBytes)
+	case k.Compression != "zstd" && k.Compression != "lz4" && k.Compression != "snappy" && k.Compression != "gzip" && k.Compression != "none":
+		return c.bad("transport.kafka.compression", "%q is not zstd, lz4, snappy, gzip or none", k.Compression)
+	case k.StartOffset != "earliest" && k.StartOffset != "latest":
+		return c.bad("transport.kafka.start_offset", "%q is not earliest or latest", k.StartOffset)
+	}
+	for i, b := range k.Brokers {
+		if b == "" {
+			return c.bad(fmt.Sprintf("transport.kafka.brokers.%d", i), "empty broker address")
+		}
+	}
+	if s := k.SASL; s != nil {
+		switch {
+		case s.Mechanism != "PLAIN" && s.Mechanism != "SCRAM-SHA-256" && s.Mechanism != "SCRAM-SHA-512":
+			return c.bad("transport.kafka.sasl.mechanism", "%q is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", s.Mechanism)
+		case s.Username == "":
+			return c.bad("transport.kafka.sasl.username", "missing")
+		case s.Password != "" && s.PasswordEnv != "":
+			return c.bad("transport.kafka.sasl", "give password or password_env, not both")
+		}
+	}
+	return nil
+}
