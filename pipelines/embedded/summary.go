@@ -64,7 +64,11 @@ func (r *Runner) Summarize(s *Summary, src connectors.SourceStats) {
 		s.WindowsPerSec = float64(s.Windows) / s.WallSeconds
 	}
 	s.Watermark = c.Watermark.Load()
-	s.Space = r.parts.Aggregator.Space()
+	if r.parts.Aggregator != nil {
+		s.Space = r.parts.Aggregator.Space()
+	} else {
+		s.Space = "chunks:" + r.parts.Fingerprint // embed stage: chunk embeddings only
+	}
 }
 
 // JSON renders the summary.

@@ -1,0 +1,224 @@
+// Package kafkatest gives tests the real Kafka broker that ops/kafka runs (`make test` starts it
+// and sets REIGNPIPE_KAFKA_BROKERS). Without a broker a test skips, or fails under
+// REIGNPIPE_STRICT=1, so nothing Kafka-related passes by not running.
+//
+// Every test package shares the one broker, and `go test ./...` runs packages at the same time.
+// Hence the lock: Brokers holds it shared for the test's lifetime, while Restart, Kill and Start
+// hold it exclusively, so a test that takes the broker down waits for the tests using it to
+// finish, and tests that need it wait until it is back. Topic gives each test its own topic.
+package kafkatest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/reignpipe/reignpipe/internal/testenv"
+)
+
+// Brokers returns the bootstrap address of the test broker (REIGNPIPE_KAFKA_BROKERS).
+func Brokers(t testing.TB) string {
+	t.Helper()
+	addr := os.Getenv("REIGNPIPE_KAFKA_BROKERS")
+	if addr == "" {
+		testenv.Missing(t, "REIGNPIPE_KAFKA_BROKERS not set: integration tests against a real Kafka broker run under make test")
+	}
+	lock.acquire(t, addr, syscall.LOCK_SH)
+	return addr
+}
+
+// Restart stops the broker and starts it again on the same data.
+func Restart(t testing.TB) { disrupt(t, "restart") }
+
+// Kill ends the broker with SIGKILL, as a crash would; the data stays for Start. The broker is
+// started again when the test ends, so a test cannot leave it down for the others.
+func Kill(t testing.TB) { disrupt(t, "kill") }
+
+// Start starts the broker if it is not running (after Kill) and waits until it serves.
+func Start(t testing.TB) { disrupt(t, "start") }
+
+func disrupt(t testing.TB, verb string) {
+	t.Helper()
+	addr := Brokers(t)
+	lock.acquire(t, addr, syscall.LOCK_EX)
+	if verb != "start" {
+		// Registered after the cleanup that releases the lock, so it runs first: the broker is
+		// up again before another test may use it. A start on a running broker costs nothing.
+		t.Cleanup(func() {
+			if out, err := run(addr, "start"); err != nil {
+				t.Errorf("%s start after the test: %v\n%s", Ctl(), err, out)
+			}
+		})
+	}
+	ctl(t, addr, verb)
+}
+
+// CreateTopic creates a topic with the given number of partitions (replication factor 1). The
+// broker does not create topics on first use: code that forgets to create one fails.
+func CreateTopic(t testing.TB, name string, partitions int) {
+	t.Helper()
+	ctl(t, Brokers(t), "topic", "create", name, fmt.Sprint(partitions))
+}
+
+var unsafeTopicChars = regexp.MustCompile(`[^A-Za-z0-9._-]`)
+
+// Topic returns a topic name no other test uses: the prefix (characters Kafka does not accept in
+// a name become '_') and a random suffix.
+func Topic(t testing.TB, prefix string) string {
+	t.Helper()
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return unsafeTopicChars.ReplaceAllString(prefix, "_") + "-" + hex.EncodeToString(b)
+}
+
+// Ctl is the ops/kafka script that runs the broker (REIGNPIPE_KAFKA_CTL, else the repository's).
+func Ctl() string {
+	if p := os.Getenv("REIGNPIPE_KAFKA_CTL"); p != "" {
+		return p
+	}
+	return filepath.Join(testenv.Root(), "ops", "kafka")
+}
+
+func ctl(t testing.TB, addr string, args ...string) {
+	t.Helper()
+	if out, err := run(addr, args...); err != nil {
+		t.Fatalf("%s %s: %v\n%s", Ctl(), strings.Join(args, " "), err, out)
+	}
+}
+
+func run(addr string, args ...string) ([]byte, error) {
+	// A restart on a 2-core machine takes about 15s; the limit is for a broker that hangs.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, Ctl(), args...)
+	cmd.Env = os.Environ()
+	// ops/kafka must act on the broker the tests were given, whatever its default port.
+	first, _, _ := strings.Cut(addr, ",")
+	if _, port, err := net.SplitHostPort(first); err == nil {
+		cmd.Env = append(cmd.Env, "REIGNPIPE_KAFKA_PORT="+port)
+	}
+	return cmd.CombinedOutput()
+}
+
+// brokerLock is one flock per test process on a file named after the broker, plus the
+// bookkeeping that lets the process's own tests share it. A subtest may take the lock
+// exclusively while its parents hold it shared: they are waiting for it in t.Run.
+type brokerLock struct {
+	mu      sync.Mutex
+	changed *sync.Cond
+	f       *os.File
+	held    int            // flock mode held on f: 0, LOCK_SH or LOCK_EX
+	holders map[string]int // test name -> mode it asked for
+}
+
+var lock = newBrokerLock()
+
+func newBrokerLock() *brokerLock {
+	l := &brokerLock{holders: map[string]int{}}
+	l.changed = sync.NewCond(&l.mu)
+	return l
+}
+
+func (l *brokerLock) acquire(t testing.TB, addr string, mode int) {
+	t.Helper()
+	name := t.Name()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cur, had := l.holders[name]
+	if cur >= mode {
+		return
+	}
+	for !l.compatible(name, mode) {
+		l.changed.Wait()
+	}
+	if l.f == nil {
+		f, err := openLockFile(addr)
+		if err != nil {
+			t.Fatalf("kafkatest: %v", err)
+		}
+		l.f = f
+	}
+	l.holders[name] = mode
+	if err := l.sync(); err != nil {
+		if had {
+			l.holders[name] = cur
+		} else {
+			delete(l.holders, name)
+		}
+		t.Fatalf("kafkatest: locking the broker: %v", err)
+	}
+	if !had {
+		t.Cleanup(func() { l.release(t, name) })
+	}
+}
+
+func (l *brokerLock) release(t testing.TB, name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.holders, name)
+	if err := l.sync(); err != nil {
+		t.Errorf("kafkatest: unlocking the broker: %v", err)
+	}
+	l.changed.Broadcast()
+}
+
+// compatible: nobody but the test's own parents may hold the lock when it wants it
+// exclusively, and nobody else may hold it exclusively when it wants to share it.
+func (l *brokerLock) compatible(name string, mode int) bool {
+	for h, m := range l.holders {
+		if h == name || strings.HasPrefix(name, h+"/") {
+			continue
+		}
+		if mode == syscall.LOCK_EX || m == syscall.LOCK_EX {
+			return false
+		}
+	}
+	return true
+}
+
+// sync makes the flock match the strongest mode any test of this process holds.
+func (l *brokerLock) sync() error {
+	want := 0
+	for _, m := range l.holders {
+		if m == syscall.LOCK_EX || want == 0 {
+			want = m
+		}
+	}
+	if want == l.held {
+		return nil
+	}
+	op := want
+	if want == 0 {
+		op = syscall.LOCK_UN
+	}
+	for {
+		err := syscall.Flock(int(l.f.Fd()), op)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		l.held = want
+		return nil
+	}
+}
+
+func openLockFile(addr string) (*os.File, error) {
+	// Per user: another user's file in a sticky /tmp may not be openable.
+	name := fmt.Sprintf("reignpipe-kafka-tests-%d-%s.lock", os.Getuid(), unsafeTopicChars.ReplaceAllString(addr, "_"))
+	return os.OpenFile(filepath.Join(os.TempDir(), name), os.O_RDONLY|os.O_CREATE, 0o644)
+}

@@ -1,0 +1,167 @@
+// Package distributed runs a pipeline's stages as separate processes joined by Kafka topics:
+//
+//	ingest     source connector          → <topics>.raw      (raw documents, JSON)
+//	embed      <topics>.raw   (group)    → <topics>.chunks   (chunk embeddings, via GN + cache)
+//	aggregate  <topics>.chunks (group)   → sinks             (vectors: topic, Parquet, JSONL)
+//
+// The embed stage is the embedded runner (pipelines/embedded) with a Kafka source and a chunk
+// sink, so chunking, caching and batching behave exactly as in one process. This package holds
+// the two stages that have no GN: ingest and aggregate. Both keep the at-least-once rule: an
+// input is acked only after what was derived from it is durable (Kafka produce acknowledged or
+// sink flushed), and dead letters are durable before their input is acked.
+package distributed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/schemas"
+)
+
+// Options pace commits; zero values take the defaults.
+type Options struct {
+	CommitEvery    int           // inputs between commits (default 512)
+	CommitInterval time.Duration // and at most this long between commits (default 5s)
+	// IdleExit ends the stage once no input arrived for this long (a backfill that is done);
+	// 0 runs until the context is cancelled, as a continuous stage does.
+	IdleExit time.Duration
+	Logger   *slog.Logger
+}
+
+func (o *Options) defaults() {
+	if o.CommitEvery <= 0 {
+		o.CommitEvery = 512
+	}
+	if o.CommitInterval <= 0 {
+		o.CommitInterval = 5 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Counters are live figures of a stage, for metrics and the run summary.
+type Counters struct {
+	Inputs      atomic.Int64 // inputs read (documents and bad inputs)
+	Written     atomic.Int64 // documents published
+	DeadLetters atomic.Int64
+	Commits     atomic.Int64
+	Watermark   atomic.Int64 // ingest: leading inputs committed (the file checkpoint)
+}
+
+// RawWriter publishes raw documents (connectors/kafka.RawSink).
+type RawWriter interface {
+	WriteDocument(ctx context.Context, d schemas.Document) error
+	Flush(ctx context.Context) error
+}
+
+// IngestOptions add the file-source checkpoint to Options.
+type IngestOptions struct {
+	Options
+	// Resume skips the first inputs a previous run committed (file sources are deterministic);
+	// sources that keep their own position (connectors.SelfCheckpointing) ignore it.
+	Resume int64
+	// OnCommit persists the number of leading inputs done after each commit.
+	OnCommit func(watermark int64) error
+}
+
+type pendingAck struct {
+	ack connectors.AckFunc
+}
+
+// Ingest copies documents from src to out until src is exhausted or ctx is cancelled (then what
+// was read is flushed and committed before returning). Bad inputs go to dl. The error is the
+// first fatal one (the source or a Kafka write failing after its retries).
+func Ingest(ctx context.Context, src connectors.Source, out RawWriter, dl connectors.DeadLetterSink, o IngestOptions, c *Counters) error {
+	o.defaults()
+	var seq int64
+	var pending []pendingAck
+	// Writes and commits go on past a soft stop: what was read is finished, not abandoned.
+	wctx := context.WithoutCancel(ctx)
+	commit := func() error {
+		if len(pending) == 0 && seq == c.Watermark.Load() {
+			return nil
+		}
+		if err := out.Flush(wctx); err != nil {
+			return fmt.Errorf("publishing raw documents: %w", err)
+		}
+		for _, p := range pending {
+			if p.ack != nil {
+				if err := p.ack(wctx, nil); err != nil {
+					o.Logger.Warn("ack failed; the input may be read again", "err", err)
+				}
+			}
+		}
+		pending = pending[:0]
+		if f, ok := src.(connectors.AckFlusher); ok {
+			if err := f.FlushAcks(wctx); err != nil {
+				return fmt.Errorf("source checkpoint: %w", err)
+			}
+		}
+		c.Watermark.Store(seq)
+		c.Commits.Add(1)
+		if o.OnCommit != nil {
+			return o.OnCommit(seq)
+		}
+		return nil
+	}
+	if sc, ok := src.(connectors.SelfCheckpointing); ok && sc.SelfCheckpointing() {
+		o.Resume = 0
+	}
+	last := time.Now()
+	for {
+		rctx, cancel := ctx, context.CancelFunc(func() {})
+		if o.IdleExit > 0 {
+			rctx, cancel = context.WithTimeout(ctx, o.IdleExit)
+		}
+		doc, ack, err := src.Read(rctx)
+		idle := o.IdleExit > 0 && rctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		var bad *connectors.BadInputError
+		switch {
+		case err == nil:
+		case errors.As(err, &bad):
+		case errors.Is(err, io.EOF), ctx.Err() != nil, idle:
+			return commit()
+		default:
+			if cerr := commit(); cerr != nil {
+				o.Logger.Error("final commit", "err", cerr)
+			}
+			return fmt.Errorf("source: %w", err)
+		}
+		s := seq
+		seq++
+		c.Inputs.Add(1)
+		switch {
+		case s < o.Resume:
+			if ack != nil {
+				_ = ack(wctx, nil)
+			}
+		case bad != nil:
+			if err := dl.WriteDeadLetter(wctx, schemas.DeadLetter{DocID: bad.DocID, Position: bad.Position, Stage: "source", Err: bad.Reason.Error()}); err != nil {
+				return fmt.Errorf("dead-letter output: %w", err)
+			}
+			c.DeadLetters.Add(1)
+			o.Logger.Warn("input failed; sent to the dead-letter output", "doc", bad.DocID, "at", bad.Position, "err", bad.Reason)
+			pending = append(pending, pendingAck{ack})
+		default:
+			if err := out.WriteDocument(wctx, doc); err != nil {
+				return fmt.Errorf("publishing %s: %w", doc.ID, err)
+			}
+			c.Written.Add(1)
+			pending = append(pending, pendingAck{ack})
+		}
+		if len(pending) >= o.CommitEvery || time.Since(last) >= o.CommitInterval {
+			if err := commit(); err != nil {
+				return err
+			}
+			last = time.Now()
+		}
+	}
+}
