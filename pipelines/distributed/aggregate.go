@@ -78,22 +78,26 @@ func Aggregate(ctx context.Context, p AggregateParts, o Options, c *Counters) er
 		pending = append(pending, ack)
 		return nil
 	}
-	ticker := time.NewTicker(o.CommitInterval)
-	defer ticker.Stop()
+	w := newWaiter(&o)
 	for {
-		rctx, cancel := ctx, context.CancelFunc(func() {})
-		if o.IdleExit > 0 {
-			rctx, cancel = context.WithTimeout(ctx, o.IdleExit)
-		}
-		doc, ack, err := p.Input.Next(rctx)
-		idle := o.IdleExit > 0 && rctx.Err() != nil && ctx.Err() == nil
-		cancel()
+		var doc schemas.ChunkDoc
+		var ack func()
+		commitDue, idle, err := w.wait(ctx, len(pending) > 0, func(rctx context.Context) (err error) {
+			doc, ack, err = p.Input.Next(rctx)
+			return err
+		})
 		var bad *connectors.BadInputError
 		switch {
 		case err == nil:
 		case errors.As(err, &bad):
-		case ctx.Err() != nil, idle:
+		case idle && !commitDue, ctx.Err() != nil:
 			return commit()
+		case commitDue:
+			if err := commit(); err != nil {
+				return err
+			}
+			w.committed()
+			continue
 		default:
 			if cerr := commit(); cerr != nil {
 				o.Logger.Error("final commit", "err", cerr)
@@ -117,17 +121,11 @@ func Aggregate(ctx context.Context, p AggregateParts, o Options, c *Counters) er
 			c.Written.Add(1)
 			pending = append(pending, ack)
 		}
-		select {
-		case <-ticker.C:
+		if len(pending) >= o.CommitEvery || time.Since(w.lastCommit) >= o.CommitInterval {
 			if err := commit(); err != nil {
 				return err
 			}
-		default:
-			if len(pending) >= o.CommitEvery {
-				if err := commit(); err != nil {
-					return err
-				}
-			}
+			w.committed()
 		}
 	}
 }

@@ -71,6 +71,52 @@ type IngestOptions struct {
 	OnCommit func(watermark int64) error
 }
 
+// waiter bounds each blocking read of a stage's loop, so that work read earlier is committed
+// within CommitInterval even when no further input arrives, and an idle stage can exit.
+type waiter struct {
+	o          *Options
+	lastCommit time.Time
+	lastInput  time.Time
+}
+
+func newWaiter(o *Options) *waiter {
+	now := time.Now()
+	return &waiter{o: o, lastCommit: now, lastInput: now}
+}
+
+// wait runs read under a deadline: the commit deadline while pending work waits, and the idle
+// deadline. It reports commitDue when the commit deadline passed and idle when IdleExit passed,
+// both only when the parent ctx is still live.
+func (w *waiter) wait(ctx context.Context, pending bool, read func(context.Context) error) (commitDue, idle bool, err error) {
+	var deadline time.Time
+	if pending {
+		deadline = w.lastCommit.Add(w.o.CommitInterval)
+	}
+	if w.o.IdleExit > 0 {
+		if d := w.lastInput.Add(w.o.IdleExit); deadline.IsZero() || d.Before(deadline) {
+			deadline = d
+		}
+	}
+	rctx, cancel := ctx, context.CancelFunc(func() {})
+	if !deadline.IsZero() {
+		rctx, cancel = context.WithDeadline(ctx, deadline)
+	}
+	err = read(rctx)
+	timedOut := err != nil && rctx.Err() != nil && ctx.Err() == nil
+	cancel()
+	now := time.Now()
+	if err == nil || !timedOut {
+		w.lastInput = now
+		return false, false, err
+	}
+	commitDue = pending && !now.Before(w.lastCommit.Add(w.o.CommitInterval))
+	idle = w.o.IdleExit > 0 && !now.Before(w.lastInput.Add(w.o.IdleExit))
+	return commitDue, idle, err
+}
+
+// committed restarts the commit deadline.
+func (w *waiter) committed() { w.lastCommit = time.Now() }
+
 type pendingAck struct {
 	ack connectors.AckFunc
 }
@@ -114,21 +160,26 @@ func Ingest(ctx context.Context, src connectors.Source, out RawWriter, dl connec
 	if sc, ok := src.(connectors.SelfCheckpointing); ok && sc.SelfCheckpointing() {
 		o.Resume = 0
 	}
-	last := time.Now()
+	w := newWaiter(&o.Options)
 	for {
-		rctx, cancel := ctx, context.CancelFunc(func() {})
-		if o.IdleExit > 0 {
-			rctx, cancel = context.WithTimeout(ctx, o.IdleExit)
-		}
-		doc, ack, err := src.Read(rctx)
-		idle := o.IdleExit > 0 && rctx.Err() != nil && ctx.Err() == nil
-		cancel()
+		var doc schemas.Document
+		var ack connectors.AckFunc
+		commitDue, idle, err := w.wait(ctx, len(pending) > 0, func(rctx context.Context) (err error) {
+			doc, ack, err = src.Read(rctx)
+			return err
+		})
 		var bad *connectors.BadInputError
 		switch {
 		case err == nil:
 		case errors.As(err, &bad):
-		case errors.Is(err, io.EOF), ctx.Err() != nil, idle:
+		case idle && !commitDue, errors.Is(err, io.EOF), ctx.Err() != nil:
 			return commit()
+		case commitDue:
+			if err := commit(); err != nil {
+				return err
+			}
+			w.committed()
+			continue
 		default:
 			if cerr := commit(); cerr != nil {
 				o.Logger.Error("final commit", "err", cerr)
@@ -157,11 +208,11 @@ func Ingest(ctx context.Context, src connectors.Source, out RawWriter, dl connec
 			c.Written.Add(1)
 			pending = append(pending, pendingAck{ack})
 		}
-		if len(pending) >= o.CommitEvery || time.Since(last) >= o.CommitInterval {
+		if len(pending) >= o.CommitEvery || time.Since(w.lastCommit) >= o.CommitInterval {
 			if err := commit(); err != nil {
 				return err
 			}
-			last = time.Now()
+			w.committed()
 		}
 	}
 }

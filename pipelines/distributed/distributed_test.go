@@ -186,3 +186,22 @@ func TestAggregateDeadLettersForeignSpace(t *testing.T) {
 		t.Errorf("acked %d, commits %v", in.acked, in.commits)
 	}
 }
+
+// TestAggregateCommitsWhileInputIsQuiet: documents read before the input goes quiet are
+// flushed and committed within CommitInterval, without waiting for more input.
+func TestAggregateCommitsWhileInputIsQuiet(t *testing.T) {
+	mp, _ := aggregate.NewMeanPool(2, "fp")
+	in := &fakeChunks{docs: []schemas.ChunkDoc{{DocID: "a", Fingerprint: "fp", Dim: 2, K: 8, S: 8, Keys: []uint64{1}, Embeddings: []float32{1, 0}}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var c Counters
+	go Aggregate(ctx, AggregateParts{Input: in, Space: Space{Fingerprint: "fp", Dim: 2, K: 8, S: 8}, Aggregator: mp, Sinks: []connectors.Sink{&fakeSink{}}, DeadLetter: &fakeDL{}},
+		Options{CommitEvery: 100, CommitInterval: 20 * time.Millisecond}, &c)
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Commits.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the document read before the input went quiet was never committed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
