@@ -1,0 +1,223 @@
+// Package kafka is the Kafka client layer of the distributed mode, on segmentio/kafka-go:
+// topic creation, a producer that splits large logical messages into fragments so that no
+// record exceeds the broker's size limit, and a consumer-group reader that reassembles them and
+// commits, per partition, only the contiguous prefix of records its owner has acked.
+//
+// Delivery is at-least-once end to end. The producer retries whole batches, so records can be
+// duplicated; the consumer re-reads everything after the last commit when a partition moves to
+// another member. Fragment reassembly copes with both (see fragment.go).
+package kafka
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"syscall"
+	"time"
+
+	kafka "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl"
+)
+
+// ClientConfig says how to reach and authenticate to a Kafka cluster.
+type ClientConfig struct {
+	// Brokers are bootstrap addresses, "host:port".
+	Brokers []string
+	// ClientID names this client in broker logs and quotas; default "reignpipe".
+	ClientID string
+	// TLS nil means plaintext.
+	TLS *TLSConfig
+	// SASL nil means no authentication.
+	SASL *SASLConfig
+}
+
+const defaultClientID = "reignpipe"
+
+// dialTimeout bounds connecting (TCP, TLS and SASL) to one broker.
+const dialTimeout = 10 * time.Second
+
+// Validate checks the addresses and loads the TLS files, so a bad path or mechanism fails at
+// startup rather than on the first connection. It does not connect.
+func (c ClientConfig) Validate() error {
+	_, err := c.resolve()
+	return err
+}
+
+type resolvedClient struct {
+	brokers  []string
+	clientID string
+	tls      *tls.Config
+	sasl     sasl.Mechanism
+}
+
+func (c ClientConfig) resolve() (resolvedClient, error) {
+	if len(c.Brokers) == 0 {
+		return resolvedClient{}, errors.New("kafka: no brokers configured")
+	}
+	for _, b := range c.Brokers {
+		host, port, err := net.SplitHostPort(b)
+		if err != nil {
+			return resolvedClient{}, fmt.Errorf("kafka: broker address %q: %w", b, err)
+		}
+		if host == "" {
+			return resolvedClient{}, fmt.Errorf("kafka: broker address %q has no host", b)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+			return resolvedClient{}, fmt.Errorf("kafka: broker address %q: port must be a number in 1..65535", b)
+		}
+	}
+	r := resolvedClient{brokers: append([]string(nil), c.Brokers...), clientID: c.ClientID}
+	if r.clientID == "" {
+		r.clientID = defaultClientID
+	}
+	var err error
+	if r.tls, err = c.TLS.build(); err != nil {
+		return resolvedClient{}, err
+	}
+	if r.sasl, err = c.SASL.build(); err != nil {
+		return resolvedClient{}, err
+	}
+	return r, nil
+}
+
+// dialer is what kafka-go's Conn-based parts (readers, consumer groups) connect with.
+func (r resolvedClient) dialer() *kafka.Dialer {
+	return &kafka.Dialer{
+		ClientID:      r.clientID,
+		Timeout:       dialTimeout,
+		DualStack:     true,
+		KeepAlive:     30 * time.Second,
+		TLS:           r.tls,
+		SASLMechanism: r.sasl,
+	}
+}
+
+// transport is what kafka-go's Writer and Client connect with. It pools connections: the
+// owner calls CloseIdleConnections when done.
+func (r resolvedClient) transport() *kafka.Transport {
+	return &kafka.Transport{
+		ClientID:    r.clientID,
+		DialTimeout: dialTimeout,
+		IdleTimeout: 30 * time.Second,
+		MetadataTTL: 6 * time.Second,
+		TLS:         r.tls,
+		SASL:        r.sasl,
+	}
+}
+
+// ErrClosed is returned by calls on a closed Producer or Consumer.
+var ErrClosed = errors.New("kafka: closed")
+
+// transient reports whether err is worth retrying: the broker may come back, a leader may be
+// elected, a topic just created may become visible. Anything else (authorization, a record
+// over the size limit, a bad configuration) fails fast because retrying cannot fix it.
+func transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	var werrs kafka.WriteErrors
+	if errors.As(err, &werrs) {
+		seen := false
+		for _, e := range werrs {
+			if e == nil {
+				continue
+			}
+			if !transient(e) {
+				return false
+			}
+			seen = true
+		}
+		return seen
+	}
+	var kerr kafka.Error
+	if errors.As(err, &kerr) {
+		return kerr.Temporary()
+	}
+	if fatalTLS(err) {
+		return false
+	}
+	var nerr net.Error
+	if errors.As(err, &nerr) {
+		return true
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ETIMEDOUT) ||
+		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH)
+}
+
+// fatalTLS recognises certificate failures, which look like network errors but never heal
+// by retrying.
+func fatalTLS(err error) bool {
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var header tls.RecordHeaderError
+	return errors.As(err, &unknown) || errors.As(err, &host) || errors.As(err, &invalid) ||
+		errors.As(err, &header)
+}
+
+// fatalAuth recognises errors a consumer group cannot recover from by rejoining.
+func fatalAuth(err error) bool {
+	var kerr kafka.Error
+	if errors.As(err, &kerr) {
+		switch kerr {
+		case kafka.SASLAuthenticationFailed, kafka.GroupAuthorizationFailed,
+			kafka.TopicAuthorizationFailed, kafka.ClusterAuthorizationFailed,
+			kafka.InvalidGroupId, kafka.UnsupportedSASLMechanism, kafka.IllegalSASLState:
+			return true
+		}
+	}
+	return fatalTLS(err)
+}
+
+const (
+	backoffMin = 100 * time.Millisecond
+	backoffMax = 5 * time.Second
+)
+
+// backoff is the wait before retry attempt n (1-based): exponential from backoffMin to
+// backoffMax, with jitter so that clients that failed together do not retry together.
+func backoff(n int) time.Duration {
+	d := backoffMin
+	for i := 1; i < n && d < backoffMax; i++ {
+		d *= 2
+	}
+	return min(d+rand.N(d/4+1), backoffMax)
+}
+
+// sleep waits d or until ctx ends, reporting whether the full wait happened.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func orDefault(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.Default()
+	}
+	return l
+}
+
+// kafkaLogger routes kafka-go's printf logging to slog at Debug: kafka-go reports every retry
+// it makes internally, and the outcomes that matter are logged by this package.
+func kafkaLogger(l *slog.Logger, component string) kafka.Logger {
+	return kafka.LoggerFunc(func(format string, args ...any) {
+		if l.Enabled(context.Background(), slog.LevelDebug) {
+			l.Debug(fmt.Sprintf(format, args...), "component", component)
+		}
+	})
+}

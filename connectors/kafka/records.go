@@ -1,0 +1,248 @@
+package kafka
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/schemas"
+)
+
+// This file binds the generic Producer and Consumer to reignpipe's records (schemas/wire.go):
+// raw documents in, chunk embeddings between the embed and aggregate stages, vectors and dead
+// letters out. Every record is keyed by its document id.
+
+// Headers on the records reignpipe writes, beside schemas.HeaderSchema. Consumers may filter
+// on them without decoding the value.
+const (
+	HeaderDocVersion  = "rp-version"
+	HeaderContentHash = "rp-content-hash" // 16 lowercase hex digits
+	HeaderSpace       = "rp-space"
+	HeaderStage       = "rp-stage"  // dead letters: the stage that failed
+	HeaderError       = "rp-error"  // dead letters: the reason
+	HeaderSource      = "rp-source" // dead letters: where the input was, "topic/partition@offset"
+)
+
+// Position names a delivery in dead letters and logs.
+func Position(d Delivery) string { return fmt.Sprintf("%s/%d@%d", d.Topic, d.Partition, d.Offset) }
+
+func header(k, v string) kafka.Header { return kafka.Header{Key: k, Value: []byte(v)} }
+
+// DocSource reads raw documents (JSON, schemas.RawDocument) from a topic as a member of a
+// consumer group. It is a connectors.Source that keeps its own position: an ack marks the
+// document's records done, and FlushAcks commits the contiguous done offsets of the partitions
+// this member still owns.
+type DocSource struct {
+	c     *Consumer
+	read  atomic.Int64
+	bytes atomic.Int64
+}
+
+// NewDocSource reads raw documents through c; Close closes c.
+func NewDocSource(c *Consumer) *DocSource { return &DocSource{c: c} }
+
+// Read blocks until the next document, or ctx ends. A record that is not a valid raw document,
+// or whose key is not its document id, comes back as a *connectors.BadInputError with an ack.
+func (s *DocSource) Read(ctx context.Context) (schemas.Document, connectors.AckFunc, error) {
+	d, err := s.c.Next(ctx)
+	if err != nil {
+		return schemas.Document{}, nil, err
+	}
+	s.read.Add(1)
+	s.bytes.Add(int64(len(d.Value)))
+	ack := func(context.Context, error) error { s.c.Ack(d); return nil }
+	pos := Position(d)
+	doc, err := schemas.DecodeRawDocument(d.Value)
+	if err == nil && d.Key != "" && d.Key != doc.ID {
+		// A document keyed otherwise may sit in another partition than its other versions,
+		// and then versions could overtake each other.
+		err = fmt.Errorf("record key %q is not the document id %q", d.Key, doc.ID)
+	}
+	if err != nil {
+		id := doc.ID
+		if id == "" {
+			id = d.Key
+		}
+		return schemas.Document{}, ack, &connectors.BadInputError{DocID: id, Position: pos, Reason: err}
+	}
+	doc.Position = pos
+	return doc, ack, nil
+}
+
+// SelfCheckpointing: committed offsets are the position; nothing is skipped on resume.
+func (s *DocSource) SelfCheckpointing() bool { return true }
+
+// FlushAcks commits the offsets acked so far (called after the outputs are durable).
+func (s *DocSource) FlushAcks(ctx context.Context) error { return s.c.Commit(ctx) }
+
+// Stats counts records read; BytesTotal is unknown for a stream.
+func (s *DocSource) Stats() connectors.SourceStats {
+	return connectors.SourceStats{Read: s.read.Load(), BytesRead: s.bytes.Load(), Skipped: map[string]int64{}}
+}
+
+// Consumer is the underlying group member (lag, stats).
+func (s *DocSource) Consumer() *Consumer { return s.c }
+
+// Close closes the consumer; unacked documents are read again by the group.
+func (s *DocSource) Close(ctx context.Context) error { return s.c.Close(ctx) }
+
+// ChunkSource reads the embed stage's chunk embeddings ("RPCE" records).
+type ChunkSource struct{ c *Consumer }
+
+// NewChunkSource reads chunk embeddings through c.
+func NewChunkSource(c *Consumer) *ChunkSource { return &ChunkSource{c: c} }
+
+// Next blocks until the next document's chunk embeddings, or ctx ends. ack marks the
+// document's records done; Commit then makes that the group's position. A record that does
+// not decode comes back with a *connectors.BadInputError and an ack: the caller dead-letters
+// it and acks it like any other.
+func (s *ChunkSource) Next(ctx context.Context) (_ schemas.ChunkDoc, ack func(), _ error) {
+	d, err := s.c.Next(ctx)
+	if err != nil {
+		return schemas.ChunkDoc{}, nil, err
+	}
+	ack = func() { s.c.Ack(d) }
+	c, err := schemas.DecodeChunkDoc(d.Value)
+	if err == nil && d.Key != c.DocID {
+		err = fmt.Errorf("record key %q is not the document id %q", d.Key, c.DocID)
+	}
+	if err != nil {
+		id := c.DocID
+		if id == "" {
+			id = d.Key
+		}
+		return schemas.ChunkDoc{}, ack, &connectors.BadInputError{DocID: id, Position: Position(d), Reason: err}
+	}
+	return c, ack, nil
+}
+
+// Commit commits the offsets acked so far (after the outputs derived from them are durable).
+func (s *ChunkSource) Commit(ctx context.Context) error { return s.c.Commit(ctx) }
+
+// Consumer is the underlying group member (lag, stats).
+func (s *ChunkSource) Consumer() *Consumer { return s.c }
+
+// RawSink publishes raw documents (the ingest stage). Flush makes them durable.
+type RawSink struct{ p *Producer }
+
+// NewRawSink writes through p; Close closes p.
+func NewRawSink(p *Producer) *RawSink { return &RawSink{p: p} }
+
+// WriteDocument queues one document, keyed by its id.
+func (s *RawSink) WriteDocument(ctx context.Context, d schemas.Document) error {
+	b, err := schemas.EncodeRawDocument(d)
+	if err != nil {
+		return fmt.Errorf("raw document %s: %w", d.ID, err)
+	}
+	return s.p.Send(ctx, Message{Key: d.ID, Value: b, Headers: []kafka.Header{
+		header(schemas.HeaderSchema, schemas.SchemaRawDocument),
+		header(HeaderDocVersion, d.Version),
+		header(HeaderContentHash, fmt.Sprintf("%016x", d.ContentHash())),
+	}})
+}
+
+func (s *RawSink) Flush(ctx context.Context) error { return s.p.Flush(ctx) }
+func (s *RawSink) Close(ctx context.Context) error { return s.p.Close(ctx) }
+
+// ChunkSink publishes documents' chunk embeddings for the aggregate stage.
+type ChunkSink struct {
+	p   *Producer
+	buf []byte
+}
+
+// NewChunkSink writes through p; Close closes p.
+func NewChunkSink(p *Producer) *ChunkSink { return &ChunkSink{p: p} }
+
+// WriteChunks queues one document's chunk embeddings (fragmented by the producer when larger
+// than a record may be).
+func (s *ChunkSink) WriteChunks(ctx context.Context, c schemas.ChunkDoc) error {
+	b, err := schemas.EncodeChunkDoc(nil, c)
+	if err != nil {
+		return err
+	}
+	return s.p.Send(ctx, Message{Key: c.DocID, Value: b, Headers: []kafka.Header{
+		header(schemas.HeaderSchema, schemas.SchemaChunkDoc),
+		header(HeaderDocVersion, c.Version),
+		header(HeaderContentHash, fmt.Sprintf("%016x", c.ContentHash)),
+		header(HeaderSpace, "gn:"+c.Fingerprint),
+	}})
+}
+
+func (s *ChunkSink) Flush(ctx context.Context) error { return s.p.Flush(ctx) }
+func (s *ChunkSink) Close(ctx context.Context) error { return s.p.Close(ctx) }
+
+// VectorSink publishes document vectors ("RPDV" records), keyed by document id: a compacted
+// topic keeps the newest vector of every document. It is a connectors.Sink.
+type VectorSink struct{ p *Producer }
+
+// NewVectorSink writes through p; Close closes p.
+func NewVectorSink(p *Producer) *VectorSink { return &VectorSink{p: p} }
+
+// Write queues one vector; durable after Flush.
+func (s *VectorSink) Write(ctx context.Context, v schemas.DocVector) error {
+	b, err := schemas.EncodeDocVector(nil, v)
+	if err != nil {
+		return err
+	}
+	return s.p.Send(ctx, Message{Key: v.DocID, Value: b, Headers: []kafka.Header{
+		header(schemas.HeaderSchema, schemas.SchemaDocVector),
+		header(HeaderDocVersion, v.Version),
+		header(HeaderContentHash, fmt.Sprintf("%016x", v.ContentHash)),
+		header(HeaderSpace, v.Space),
+	}})
+}
+
+// Flush blocks until every vector written is acknowledged by the broker.
+func (s *VectorSink) Flush(ctx context.Context) error { return s.p.Flush(ctx) }
+func (s *VectorSink) Close(ctx context.Context) error { return s.p.Close(ctx) }
+
+// DeadLetterTopic is a connectors.DeadLetterSink on a topic: the value is the dead letter as
+// JSON, the headers give stage, error and source position so an operator can filter with any
+// client and fetch the original record from its topic by offset.
+type DeadLetterTopic struct {
+	p *Producer
+	n atomic.Int64
+}
+
+// NewDeadLetterTopic writes through p; Close closes p.
+func NewDeadLetterTopic(p *Producer) *DeadLetterTopic { return &DeadLetterTopic{p: p} }
+
+// WriteDeadLetter is durable on return (it flushes).
+func (s *DeadLetterTopic) WriteDeadLetter(ctx context.Context, d schemas.DeadLetter) error {
+	b, err := json.Marshal(map[string]string{
+		"doc_id": d.DocID, "source": d.Source, "position": d.Position, "stage": d.Stage, "error": d.Err,
+	})
+	if err != nil {
+		return err
+	}
+	if err := s.p.Send(ctx, Message{Key: d.DocID, Value: b, Headers: []kafka.Header{
+		header(schemas.HeaderSchema, schemas.SchemaDeadLetter),
+		header(HeaderStage, d.Stage), header(HeaderError, d.Err), header(HeaderSource, d.Position),
+	}}); err != nil {
+		return err
+	}
+	if err := s.p.Flush(ctx); err != nil {
+		return err
+	}
+	s.n.Add(1)
+	return nil
+}
+
+// Count is the number of dead letters written.
+func (s *DeadLetterTopic) Count() int64 { return s.n.Load() }
+
+func (s *DeadLetterTopic) Close(ctx context.Context) error { return s.p.Close(ctx) }
+
+// HeaderValue returns the value of the last header named key, "" if absent.
+func HeaderValue(hs []kafka.Header, key string) string {
+	for i := len(hs) - 1; i >= 0; i-- {
+		if hs[i].Key == key {
+			return string(hs[i].Value)
+		}
+	}
+	return ""
+}
