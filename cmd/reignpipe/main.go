@@ -1,6 +1,7 @@
 // Command reignpipe turns corpora of long documents into one vector per document.
 //
 //	reignpipe run [flags] PIPELINE.yaml      run a pipeline in this process (embedded mode)
+//	reignpipe stage NAME [flags] PIPELINE.yaml  run one stage of a pipeline against Kafka (distributed mode)
 //	reignpipe eval [flags] PIPELINE.yaml     BM25, GN truncated, GN mean-pool, REIGN on a BEIR dataset
 //	reignpipe reaggregate [flags] PIPELINE.yaml  rebuild every document vector from the chunk cache
 //	reignpipe neighbors [flags]              nearest documents to one document, from a vector sink
@@ -68,7 +69,9 @@ func usage(w io.Writer) {
 
 usage:
   reignpipe run [--from-scratch] [--input PATH] [--log-format text|json] PIPELINE.yaml
+  reignpipe stage ingest|embed|aggregate|process [--idle-exit D] [--cache-dir D] [--metrics-addr A] PIPELINE.yaml
   reignpipe eval --data BEIR_DIR [--split test] [--k 10] [--checkpoint DIR] PIPELINE.yaml
+  reignpipe train --data BEIR_DIR --out DIR [--size small-l2] [--epochs 50] [--seed 42] [--loss cosine3|infonce] [--self-supervised] PIPELINE.yaml [-- TRAINER FLAGS]
   reignpipe reaggregate --out DIR [--checkpoint DIR] PIPELINE.yaml
   reignpipe neighbors --vectors DIR [--doc ID|--title TITLE] [--k 5]
   reignpipe version
@@ -86,8 +89,12 @@ func main() {
 	switch os.Args[1] {
 	case "run":
 		err = cmdRun(ctx, os.Args[2:])
+	case "stage":
+		err = cmdStage(ctx, os.Args[2:])
 	case "eval":
 		err = cmdEval(ctx, os.Args[2:])
+	case "train":
+		err = cmdTrain(ctx, os.Args[2:])
 	case "reaggregate":
 		err = cmdReaggregate(ctx, os.Args[2:])
 	case "neighbors", "neighbours":

@@ -16,6 +16,7 @@ import (
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/embedded"
 	"github.com/reignpipe/reignpipe/schemas"
+	"github.com/reignpipe/reignpipe/stages/aggregate"
 	"github.com/reignpipe/reignpipe/stages/chunk"
 	"github.com/reignpipe/reignpipe/stages/gn"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
@@ -69,8 +70,24 @@ func (e batcherEmbedder) Submit(ctx context.Context, w []int32, out []float32, d
 
 func (e batcherEmbedder) Abort(err error) { e.b.Abort(err) }
 
+// wiring replaces parts of a configured pipeline, for the stages of distributed mode; the zero
+// value is the embedded pipeline as configured.
+type wiring struct {
+	source     connectors.Source // instead of the configured source
+	chunkSinks []embedded.ChunkSink
+	// noVectors: the embed stage publishes chunk embeddings only (no aggregation, no sinks).
+	noVectors  bool
+	deadLetter connectors.DeadLetterSink // instead of the dead-letter file
+	kafkaSink  func(pipelines.SinkConfig) (connectors.Sink, error)
+	metrics    func() map[string]float64 // extra metrics (consumer lag...)
+}
+
 // run executes one pipeline and returns its summary (also printed and written to run.summary).
-func run(ctx context.Context, cfg *pipelines.Config, fromScratch bool) (sum embedded.Summary, err error) {
+func run(ctx context.Context, cfg *pipelines.Config, fromScratch bool) (embedded.Summary, error) {
+	return runWith(ctx, cfg, fromScratch, wiring{})
+}
+
+func runWith(ctx context.Context, cfg *pipelines.Config, fromScratch bool, w wiring) (sum embedded.Summary, err error) {
 	log := slog.Default()
 	ckPath := embedded.CheckpointPath(cfg.Run.StateDir, cfg.Name)
 	if fromScratch {
@@ -134,31 +151,43 @@ func run(ctx context.Context, cfg *pipelines.Config, fromScratch bool) (sum embe
 			err = cerr
 		}
 	}()
-	agg, companion, closeAgg, err := buildAggregator(rt, cfg, model, params)
-	if err != nil {
-		return sum, err
-	}
-	defer closeAgg()
-
-	newSource, ok := sources[cfg.Source.Type]
-	if !ok {
-		return sum, fmt.Errorf("no source connector %q", cfg.Source.Type)
-	}
-	cfg.Source.StateFile = filepath.Join(cfg.Run.StateDir, cfg.Name+".files.json")
-	if fromScratch {
-		if err := os.Remove(cfg.Source.StateFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+	var agg, companion aggregate.Aggregator
+	if !w.noVectors {
+		var closeAgg func()
+		agg, companion, closeAgg, err = buildAggregator(rt, cfg, model, params)
+		if err != nil {
 			return sum, err
 		}
+		defer closeAgg()
 	}
-	src, err := newSource(cfg.Source)
-	if err != nil {
-		return sum, err
+
+	src := w.source
+	if src == nil {
+		if src, err = openSource(cfg, fromScratch); err != nil {
+			return sum, err
+		}
 	}
 	defer src.Close(context.Background())
 
 	var outs []connectors.Sink
 	var outDirs []string
 	for _, sc := range cfg.Sinks {
+		if w.noVectors {
+			break
+		}
+		if sc.Type == "kafka" {
+			if w.kafkaSink == nil {
+				return sum, errors.New("a kafka sink needs transport.type: kafka")
+			}
+			s, err := w.kafkaSink(sc)
+			if err != nil {
+				return sum, err
+			}
+			defer s.Close(context.Background())
+			outs = append(outs, s)
+			outDirs = append(outDirs, "kafka:"+sc.Topic)
+			continue
+		}
 		gnDim := 0
 		if companion != nil {
 			gnDim = companion.Dim()
@@ -174,15 +203,13 @@ func run(ctx context.Context, cfg *pipelines.Config, fromScratch bool) (sum embe
 		outs = append(outs, s)
 		outDirs = append(outDirs, sc.Dir)
 	}
-	dlPath := cfg.DeadLetter.Path
-	if dlPath == "" {
-		dlPath = filepath.Join(cfg.Run.StateDir, cfg.Name+".deadletter.jsonl")
+	dl, dlPath := w.deadLetter, "kafka"
+	if dl == nil {
+		if dl, dlPath, err = openDeadLetter(cfg); err != nil {
+			return sum, err
+		}
+		defer dl.Close(context.Background())
 	}
-	dl, err := deadletter.Open(dlPath)
-	if err != nil {
-		return sum, err
-	}
-	defer dl.Close(context.Background())
 
 	ck, err := embedded.LoadCheckpoint(ckPath)
 	if err != nil {
@@ -204,7 +231,8 @@ func run(ctx context.Context, cfg *pipelines.Config, fromScratch bool) (sum embe
 
 	runner, err := embedded.New(embedded.Parts{
 		Source: src, Tokenizer: tok, Chunking: params, Anchored: cfg.Chunking.Mode == "anchored", Fingerprint: model.Fingerprint(), Dim: model.Dim(),
-		Embedder: batcherEmbedder{batcher}, Cache: cache, Aggregator: agg, GNMeanPool: companion, Sinks: outs, DeadLetter: dl,
+		Embedder: batcherEmbedder{batcher}, Cache: cache, Aggregator: agg, GNMeanPool: companion, Sinks: outs,
+		ChunkSinks: w.chunkSinks, DeadLetter: dl,
 	}, embedded.Options{
 		CommitEvery: cfg.Run.CommitEvery, CommitInterval: cfg.Run.CommitInterval.Duration,
 		TokenizeWorkers: cfg.Run.TokenizeWorkers, Queue: cfg.Run.Queue, DrainTimeout: cfg.Run.DrainTimeout.Duration,
@@ -215,7 +243,7 @@ func run(ctx context.Context, cfg *pipelines.Config, fromScratch bool) (sum embe
 		return sum, err
 	}
 	if cfg.Run.MetricsAddr != "" {
-		stopMetrics, err := embedded.ServeMetrics(cfg.Run.MetricsAddr, embedded.MetricsHandler(runner, nil))
+		stopMetrics, err := embedded.ServeMetrics(cfg.Run.MetricsAddr, embedded.MetricsHandler(runner, w.metrics))
 		if err != nil {
 			return sum, fmt.Errorf("metrics on %s: %w", cfg.Run.MetricsAddr, err)
 		}
@@ -254,6 +282,31 @@ func run(ctx context.Context, cfg *pipelines.Config, fromScratch bool) (sum embe
 	}
 	os.Stdout.Write(out)
 	return sum, runErr
+}
+
+// openSource opens the configured source connector.
+func openSource(cfg *pipelines.Config, fromScratch bool) (connectors.Source, error) {
+	newSource, ok := sources[cfg.Source.Type]
+	if !ok {
+		return nil, fmt.Errorf("no source connector %q", cfg.Source.Type)
+	}
+	cfg.Source.StateFile = filepath.Join(cfg.Run.StateDir, cfg.Name+".files.json")
+	if fromScratch {
+		if err := os.Remove(cfg.Source.StateFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+	}
+	return newSource(cfg.Source)
+}
+
+// openDeadLetter opens the configured dead-letter file.
+func openDeadLetter(cfg *pipelines.Config) (connectors.DeadLetterSink, string, error) {
+	path := cfg.DeadLetter.Path
+	if path == "" {
+		path = filepath.Join(cfg.Run.StateDir, cfg.Name+".deadletter.jsonl")
+	}
+	dl, err := deadletter.Open(path)
+	return dl, path, err
 }
 
 func fileSize(path string) int64 {

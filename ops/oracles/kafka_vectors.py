@@ -52,7 +52,7 @@ def main():
         for rec in c:
             out = decode_vector(rec.value)
             out["key"] = rec.key.decode("utf-8")
-            out["headers"] = {k: v.decode("utf-8") for k, v in rec.headers}
+            out["headers"] = {k: (v or b"").decode("utf-8") for k, v in rec.headers}
             print(json.dumps(out), flush=True)
             seen += 1
             if seen >= count:
