@@ -97,36 +97,13 @@ func evaluate(ctx context.Context, cfg *pipelines.Config, dataDir, split string,
 	}
 	sum := &EvalSummary{Data: dataDir, Split: split, K: k, SelfMatch: dropSelf, Corpus: len(ds.Corpus), Queries: len(ds.Queries)}
 
-	// 1. Both sides through the pipeline (mean-pool run): fills the chunk cache and the doc
-	// manifests every system below is computed from.
-	corpusFile, queryFile := filepath.Join(outDir, "corpus.jsonl"), filepath.Join(outDir, "queries.jsonl")
-	if err := writeJSONL(corpusFile, len(ds.Corpus), func(i int) any {
-		return map[string]string{"id": ds.Corpus[i].ID, "title": ds.Corpus[i].Title, "text": ds.Corpus[i].Text}
-	}); err != nil {
+	// 1. Both sides through the pipeline: fills the chunk cache and the doc manifests every
+	// system below is computed from.
+	enc, err := encodeSides(ctx, cfg, ds, outDir)
+	if err != nil {
 		return nil, err
 	}
-	if err := writeJSONL(queryFile, len(ds.Queries), func(i int) any {
-		return map[string]string{"id": ds.Queries[i].ID, "text": ds.Queries[i].Text}
-	}); err != nil {
-		return nil, err
-	}
-	for _, side := range []struct{ name, path string }{{"c", corpusFile}, {"q", queryFile}} {
-		c := *cfg
-		c.Name = "eval-" + side.name
-		c.Source = pipelines.SourceConfig{Type: "jsonl", Path: side.path, Name: side.name}
-		c.Aggregate = pipelines.AggregateConfig{Type: "meanpool", SingleChunk: "reign"}
-		c.Sinks = []pipelines.SinkConfig{{Type: "parquet", Dir: filepath.Join(outDir, "vectors-"+side.name)}}
-		c.DeadLetter.Path = filepath.Join(outDir, "deadletter.jsonl")
-		c.Run.StateDir, c.Run.Summary, c.Run.Progress = filepath.Join(outDir, "state"), "", "log"
-		rs, err := run(ctx, &c, true)
-		if err != nil {
-			return nil, fmt.Errorf("encoding %s: %w", side.path, err)
-		}
-		if rs.DocsFailed > 0 {
-			return nil, fmt.Errorf("encoding %s: %d documents failed (see %s)", side.path, rs.DocsFailed, c.DeadLetter.Path)
-		}
-		sum.GNWindows += rs.GNWindows
-	}
+	sum.GNWindows = enc.GNWindows
 
 	// 2. Every embedding system from the cache, without the GN.
 	lib, err := cfg.Runtime.LibraryPath()
@@ -273,6 +250,52 @@ func evaluate(ctx context.Context, cfg *pipelines.Config, dataDir, split string,
 		return nil, err
 	}
 	return sum, nil
+}
+
+// encodeCounts are the window counts of encodeSides, both sides together.
+type encodeCounts struct {
+	Windows   int64 `json:"windows"`
+	GNWindows int64 `json:"gn_windows"` // cache misses, embedded by the GN
+	CacheHits int64 `json:"cache_hits"` // served from the chunk cache: GN work avoided
+}
+
+// encodeSides runs the dataset's corpus (source "c") and queries (source "q") through the
+// pipeline as a mean-pool run, leaving every window in the chunk cache and every document's
+// manifest (doc id "c:<id>" or "q:<id>") in the cache index. Its JSONL copies, vectors and
+// state go under outDir.
+func encodeSides(ctx context.Context, cfg *pipelines.Config, ds *eval.Dataset, outDir string) (encodeCounts, error) {
+	var n encodeCounts
+	corpusFile, queryFile := filepath.Join(outDir, "corpus.jsonl"), filepath.Join(outDir, "queries.jsonl")
+	if err := writeJSONL(corpusFile, len(ds.Corpus), func(i int) any {
+		return map[string]string{"id": ds.Corpus[i].ID, "title": ds.Corpus[i].Title, "text": ds.Corpus[i].Text}
+	}); err != nil {
+		return n, err
+	}
+	if err := writeJSONL(queryFile, len(ds.Queries), func(i int) any {
+		return map[string]string{"id": ds.Queries[i].ID, "text": ds.Queries[i].Text}
+	}); err != nil {
+		return n, err
+	}
+	for _, side := range []struct{ name, path string }{{"c", corpusFile}, {"q", queryFile}} {
+		c := *cfg
+		c.Name = "eval-" + side.name
+		c.Source = pipelines.SourceConfig{Type: "jsonl", Path: side.path, Name: side.name}
+		c.Aggregate = pipelines.AggregateConfig{Type: "meanpool", SingleChunk: "reign"}
+		c.Sinks = []pipelines.SinkConfig{{Type: "parquet", Dir: filepath.Join(outDir, "vectors-"+side.name)}}
+		c.DeadLetter.Path = filepath.Join(outDir, "deadletter.jsonl")
+		c.Run.StateDir, c.Run.Summary, c.Run.Progress = filepath.Join(outDir, "state"), "", "log"
+		rs, err := run(ctx, &c, true)
+		if err != nil {
+			return n, fmt.Errorf("encoding %s: %w", side.path, err)
+		}
+		if rs.DocsFailed > 0 {
+			return n, fmt.Errorf("encoding %s: %d documents failed (see %s)", side.path, rs.DocsFailed, c.DeadLetter.Path)
+		}
+		n.Windows += rs.Windows
+		n.GNWindows += rs.GNWindows
+		n.CacheHits += rs.CacheHits
+	}
+	return n, nil
 }
 
 // firstChunk is the bare GN on the first window only (the truncated baseline): the first chunk
