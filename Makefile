@@ -6,11 +6,16 @@ REIGNPIPE_HOME ?= $(HOME)/.cache/reignpipe
 export REIGNPIPE_HOME
 VENV := $(REIGNPIPE_HOME)/venv
 PY := $(VENV)/bin/python
+# The REIGN trainer (ops/train) has its own venv: the PyPI torch wheel brings several GB of CUDA
+# packages that the test oracles do not need. `reignpipe train` looks for it there by default.
+TRAIN_VENV := $(REIGNPIPE_HOME)/venv-train
+TRAIN_PY := $(TRAIN_VENV)/bin/python
 GO ?= go
 # Packages with concurrency worth running under the race detector.
-RACE_PKGS := ./pipelines/embedded/ ./stages/gn/ ./stages/shardcache/ ./connectors/vectorfile/ ./connectors/watchdir/
+RACE_PKGS := ./pipelines/embedded/ ./pipelines/distributed/ ./stages/gn/ ./stages/shardcache/ ./connectors/vectorfile/ \
+	./connectors/watchdir/ ./connectors/kafka/
 
-.PHONY: all build fetch pydeps demo test fuzz-smoke fuzz bench clean
+.PHONY: all build fetch kafka pydeps train-deps demo test test-go fuzz-smoke fuzz bench clean
 
 all: build
 
@@ -20,6 +25,10 @@ build:
 fetch:
 	@ops/fetch >/dev/null
 
+# The Apache Kafka broker the Kafka tests run against (jars from Maven Central).
+kafka:
+	@ops/kafka fetch >/dev/null
+
 $(PY): ops/requirements-test.txt
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -r ops/requirements-test.txt
@@ -27,22 +36,36 @@ $(PY): ops/requirements-test.txt
 
 pydeps: $(PY)
 
+$(TRAIN_PY): ops/train/requirements.txt
+	python3 -m venv $(TRAIN_VENV)
+	$(TRAIN_PY) -m pip install -q --disable-pip-version-check -r ops/train/requirements.txt
+	@touch $(TRAIN_PY)
+
+train-deps: $(TRAIN_PY)
+
 demo: fetch build
 	ops/demo
 
-# REIGNPIPE_STRICT=1: a test that needs a fetched model or a Python oracle fails instead of
-# skipping, so nothing passes by not running. Tests on ../shared/data still skip without it.
-test: fetch pydeps
+# REIGNPIPE_STRICT=1: a test that needs a fetched model, a Python oracle or the Kafka broker
+# fails instead of skipping, so nothing passes by not running. Tests on ../shared/data still skip
+# without it. ops/with-kafka starts the broker for the Go tests (REIGNPIPE_KAFKA_BROKERS,
+# REIGNPIPE_KAFKA_CTL) and stops it afterwards, also when they fail.
+test: fetch pydeps train-deps kafka
+	ops/with-kafka $(MAKE) --no-print-directory test-go
+	$(MAKE) --no-print-directory fuzz-smoke
+
+test-go:
 	REIGNPIPE_STRICT=1 REIGNPIPE_PYTHON=$(PY) $(GO) test -count=1 ./...
 	REIGNPIPE_STRICT=1 REIGNPIPE_PYTHON=$(PY) $(GO) test -count=1 -race $(RACE_PKGS)
-	$(MAKE) --no-print-directory fuzz-smoke
 
 # A short burst of coverage-guided fuzzing of the input parsers on every test run; `make fuzz`
 # runs every fuzz target for longer. Budgets are execution counts (Nx), not durations: Go 1.26's
 # fuzz coordinator can report a spurious "context deadline exceeded" when a duration budget
 # expires while a worker is mid-call on a loaded machine (golang/go#75804, fixed in Go 1.27).
 SMOKE_FUZZ := ./connectors/uspto/patentxml/:FuzzParseDocument ./connectors/uspto/:FuzzSplit \
-	./connectors/wikipedia/:FuzzScanPages ./connectors/wikipedia/wikitext/:FuzzPlain ./connectors/jsonl/:FuzzParseLine
+	./connectors/wikipedia/:FuzzScanPages ./connectors/wikipedia/wikitext/:FuzzPlain ./connectors/jsonl/:FuzzParseLine \
+	./schemas/:FuzzDecodeChunkDoc ./schemas/:FuzzDecodeDocVector ./schemas/:FuzzDecodeRawDocument \
+	./connectors/kafka/:FuzzFragmentHeaders ./connectors/kafka/:FuzzAssembler
 SMOKE_FUZZTIME ?= 50000x
 fuzz-smoke:
 	@for t in $(SMOKE_FUZZ); do pkg=$${t%%:*}; fn=$${t##*:}; \
