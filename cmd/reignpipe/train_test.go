@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/reignpipe/reignpipe/internal/testenv"
+	"github.com/reignpipe/reignpipe/pipelines/training"
 	"github.com/reignpipe/reignpipe/stages/reign"
 )
 
@@ -22,7 +23,7 @@ import (
 // when `make train-deps` has not built it.
 func trainPython(t *testing.T) string {
 	t.Helper()
-	py, err := trainerPython("")
+	py, err := training.Python("")
 	if err == nil {
 		var out []byte
 		if out, err = exec.Command(py, "-c", "import torch, safetensors, pyarrow, numpy").CombinedOutput(); err != nil {
@@ -170,7 +171,7 @@ func TestTrainREIGN(t *testing.T) {
 		t.Fatalf("trainer output:\n%s", log.String())
 	}
 	for _, f := range []string{"best/config.json", "best/model.safetensors", "best/reignpipe-manifest.json",
-		"last/model.safetensors", "train-log.jsonl", "eval-trainer.json", "train-summary.json", sequencesFile} {
+		"last/model.safetensors", "train-log.jsonl", "eval-trainer.json", "train-summary.json", training.SequencesFile} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Fatal(err)
 		}
