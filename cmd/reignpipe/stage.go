@@ -12,6 +12,7 @@ import (
 
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/connectors/kafka"
+	"github.com/reignpipe/reignpipe/connectors/kafka/records"
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/distributed"
 	"github.com/reignpipe/reignpipe/pipelines/embedded"
@@ -131,7 +132,7 @@ func (e *stageEnv) kafkaSink(s pipelines.SinkConfig) (connectors.Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	return kafka.NewVectorSink(p), nil
+	return records.NewVectorSink(p), nil
 }
 
 func runStage(ctx context.Context, cfg *pipelines.Config, name string, f stageFlags) error {
@@ -147,7 +148,7 @@ func runStage(ctx context.Context, cfg *pipelines.Config, name string, f stageFl
 	if err != nil {
 		return err
 	}
-	dl := kafka.NewDeadLetterTopic(dlp)
+	dl := records.NewDeadLetterTopic(dlp)
 	defer dl.Close(context.Background())
 	e.log.Info("stage starting", "does", stageNames[name], "brokers", cfg.Transport.Kafka.Brokers, "topics", cfg.Transport.Kafka.Topics)
 
@@ -162,7 +163,7 @@ func runStage(ctx context.Context, cfg *pipelines.Config, name string, f stageFl
 	if err != nil {
 		return err
 	}
-	src := kafka.NewDocSource(cons)
+	src := records.NewDocSource(cons)
 	w := wiring{
 		source: idleSource{DocSource: src, idle: f.idleExit}, deadLetter: dl, kafkaSink: e.kafkaSink,
 		metrics: func() map[string]float64 {
@@ -174,7 +175,7 @@ func runStage(ctx context.Context, cfg *pipelines.Config, name string, f stageFl
 		if err != nil {
 			return err
 		}
-		cs := kafka.NewChunkSink(p)
+		cs := records.NewChunkSink(p)
 		defer cs.Close(context.Background())
 		w.chunkSinks, w.noVectors = []embedded.ChunkSink{cs}, true
 	}
@@ -193,7 +194,7 @@ func (e *stageEnv) ingest(ctx context.Context, dl connectors.DeadLetterSink, f s
 	if err != nil {
 		return err
 	}
-	out := kafka.NewRawSink(p)
+	out := records.NewRawSink(p)
 	defer out.Close(context.Background())
 	ckPath := embedded.CheckpointPath(cfg.Run.StateDir, cfg.Name+".ingest")
 	if f.fromScratch {
@@ -288,7 +289,7 @@ func (e *stageEnv) aggregate(ctx context.Context, dl connectors.DeadLetterSink, 
 	defer stop()
 	start := time.Now()
 	err = distributed.Aggregate(ctx, distributed.AggregateParts{
-		Input: kafka.NewChunkSource(cons), Aggregator: agg, GNMeanPool: companion, Sinks: outs, DeadLetter: dl,
+		Input: records.NewChunkSource(cons), Aggregator: agg, GNMeanPool: companion, Sinks: outs, DeadLetter: dl,
 		Space: distributed.Space{Fingerprint: model.Fingerprint(), Dim: model.Dim(), K: params.K, S: params.S},
 	}, distributed.Options{CommitEvery: cfg.Run.CommitEvery, CommitInterval: cfg.Run.CommitInterval.Duration, IdleExit: f.idleExit, Logger: e.log}, &c)
 	e.summary("aggregate", &c, connectors.SourceStats{}, start, err)
@@ -328,7 +329,7 @@ func (e *stageEnv) summary(stage string, c *distributed.Counters, st connectors.
 // idleSource ends a Kafka source (io.EOF) after no document arrived for idle, so a backfill's
 // stage process exits when the work is done; idle 0 never ends it.
 type idleSource struct {
-	*kafka.DocSource
+	*records.DocSource
 	idle time.Duration
 }
 

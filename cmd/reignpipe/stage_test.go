@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/reignpipe/reignpipe/connectors/kafka"
+	"github.com/reignpipe/reignpipe/connectors/kafka/records"
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/internal/kafkatest"
 	"github.com/reignpipe/reignpipe/internal/testenv"
@@ -166,7 +167,7 @@ func readVectors(t *testing.T, brokers, topic string, want []string, timeout tim
 	defer c.Close(context.Background())
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	got, records := map[string]schemas.DocVector{}, 0
+	got, read := map[string]schemas.DocVector{}, 0
 	missing := func() []string {
 		var m []string
 		for _, id := range want {
@@ -183,18 +184,18 @@ func readVectors(t *testing.T, brokers, topic string, want []string, timeout tim
 		}
 		v, err := schemas.DecodeDocVector(d.Value)
 		if err != nil {
-			t.Fatalf("record %s at %s: %v", d.Key, kafka.Position(d), err)
+			t.Fatalf("record %s at %s: %v", d.Key, records.Position(d), err)
 		}
-		if v.DocID != d.Key || kafka.HeaderValue(d.Headers, schemas.HeaderSchema) != schemas.SchemaDocVector {
-			t.Fatalf("record key %q / schema header %q for document %q", d.Key, kafka.HeaderValue(d.Headers, schemas.HeaderSchema), v.DocID)
+		if v.DocID != d.Key || records.HeaderValue(d.Headers, schemas.HeaderSchema) != schemas.SchemaDocVector {
+			t.Fatalf("record key %q / schema header %q for document %q", d.Key, records.HeaderValue(d.Headers, schemas.HeaderSchema), v.DocID)
 		}
 		got[v.DocID] = v
-		records++
+		read++
 		if during != nil {
 			during(len(got))
 		}
 	}
-	return got, records
+	return got, read
 }
 
 func embeddedVectors(t *testing.T, s *stageSetup, input string) map[string]schemas.DocVector {

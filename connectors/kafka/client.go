@@ -5,7 +5,7 @@
 //
 // Delivery is at-least-once end to end. The producer retries whole batches, so records can be
 // duplicated; the consumer re-reads everything after the last commit when a partition moves to
-// another member. Fragment reassembly copes with both (see fragment.go).
+// another member. Fragment reassembly copes with both (see package fragment).
 package kafka
 
 import (

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	kafka "github.com/segmentio/kafka-go"
+
+	"github.com/reignpipe/reignpipe/connectors/kafka/fragment"
 )
 
 // ConsumerOptions configures a Consumer. Zero values take the documented defaults.
@@ -127,7 +129,7 @@ type Consumer struct {
 	dialer *kafka.Dialer
 	gcfg   kafka.ConsumerGroupConfig
 	tr     tracker
-	asm    assemblyCounters
+	asm    fragment.Counters
 	out    chan Delivery
 
 	ctx     context.Context // ends at Close; stops the group loop
@@ -304,7 +306,7 @@ func (c *Consumer) readPartition(ctx context.Context, p *partitionState, off int
 		<-ctx.Done() // returning early would end the generation for the other partitions too
 		return
 	}
-	asm := assembler{limit: c.opts.MaxMessageBytes, counters: &c.asm}
+	asm := fragment.NewAssembler(c.opts.MaxMessageBytes, &c.asm)
 	next := start
 	for attempt := 0; ; {
 		m, err := r.FetchMessage(ctx)
@@ -332,16 +334,16 @@ func (c *Consumer) readPartition(ctx context.Context, p *partitionState, off int
 		p.fetched.Store(next)
 		p.high.Store(m.HighWaterMark)
 		c.records.Add(1)
-		a, whole := asm.add(m)
-		if !c.tr.record(p, m.Offset, a, whole, asm.pendingFrom()) {
+		a, whole := asm.Add(m)
+		if !c.tr.record(p, m.Offset, a, whole, asm.PendingFrom()) {
 			return
 		}
 		if !whole {
 			continue
 		}
 		d := Delivery{
-			Topic: p.tp.topic, Partition: p.tp.partition, FirstOffset: a.first, Offset: a.last,
-			Key: string(a.key), Value: a.value, Headers: a.headers, Generation: p.gen.id, part: p,
+			Topic: p.tp.topic, Partition: p.tp.partition, FirstOffset: a.First, Offset: a.Last,
+			Key: string(a.Key), Value: a.Value, Headers: a.Headers, Generation: p.gen.id, part: p,
 		}
 		select {
 		case c.out <- d:
@@ -488,10 +490,10 @@ func (c *Consumer) Stats() ConsumerStats {
 	return ConsumerStats{
 		Records:    c.records.Load(),
 		Deliveries: c.deliveries.Load(),
-		Abandoned:  c.asm.abandoned.Load(),
-		Orphans:    c.asm.orphans.Load(),
-		Restarts:   c.asm.restarts.Load(),
-		Malformed:  c.asm.malformed.Load(),
+		Abandoned:  c.asm.Abandoned.Load(),
+		Orphans:    c.asm.Orphans.Load(),
+		Restarts:   c.asm.Restarts.Load(),
+		Malformed:  c.asm.Malformed.Load(),
 		Stale:      c.stale.Load(),
 		LostCommit: c.lostCommits.Load(),
 	}

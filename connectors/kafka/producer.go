@@ -11,6 +11,8 @@ import (
 	"time"
 
 	kafka "github.com/segmentio/kafka-go"
+
+	"github.com/reignpipe/reignpipe/connectors/kafka/fragment"
 )
 
 // Message is one logical message. Key is the document id: records with one key go to one
@@ -166,7 +168,7 @@ func NewProducer(cfg ClientConfig, o ProducerOptions) (*Producer, error) {
 func (p *Producer) Send(ctx context.Context, m Message) error {
 	overhead := len(m.Key)
 	for _, h := range m.Headers {
-		if reservedHeader(h.Key) {
+		if fragment.Reserved(h.Key) {
 			return fmt.Errorf("kafka producer: header %q is reserved for fragmentation", h.Key)
 		}
 		overhead += len(h.Key) + len(h.Value)
@@ -208,14 +210,14 @@ func (p *Producer) toRecords(m Message) ([]kafka.Message, error) {
 	for _, h := range m.Headers {
 		headers = append(headers, kafka.Header{Key: h.Key, Value: append([]byte(nil), h.Value...)})
 	}
-	pieces := splitValue(value, p.opts.MaxRecordBytes)
+	pieces := fragment.Split(value, p.opts.MaxRecordBytes)
 	if len(pieces) == 1 {
 		return []kafka.Message{{Key: key, Value: value, Headers: headers}}, nil
 	}
-	if len(pieces) > maxFragments {
-		return nil, fmt.Errorf("kafka producer: value of %d bytes needs more than %d fragments", len(m.Value), maxFragments)
+	if len(pieces) > fragment.Max {
+		return nil, fmt.Errorf("kafka producer: value of %d bytes needs more than %d fragments", len(m.Value), fragment.Max)
 	}
-	id, err := newFragmentID()
+	id, err := fragment.NewID()
 	if err != nil {
 		return nil, err
 	}
@@ -223,8 +225,8 @@ func (p *Producer) toRecords(m Message) ([]kafka.Message, error) {
 	for i, piece := range pieces {
 		h := make([]kafka.Header, 0, len(headers)+2)
 		h = append(h, headers...)
-		h = append(h, kafka.Header{Key: HeaderFragment, Value: []byte(formatFragment(i, len(pieces)))},
-			kafka.Header{Key: HeaderFragmentID, Value: []byte(id)})
+		h = append(h, kafka.Header{Key: fragment.HeaderIndex, Value: []byte(fragment.Format(i, len(pieces)))},
+			kafka.Header{Key: fragment.HeaderID, Value: []byte(id)})
 		out[i] = kafka.Message{Key: key, Value: piece, Headers: h}
 	}
 	return out, nil
@@ -378,7 +380,7 @@ type fragmentBalancer struct{}
 func (fragmentBalancer) Balance(m kafka.Message, partitions ...int) int {
 	if m.Key == nil {
 		for _, h := range m.Headers {
-			if h.Key == HeaderFragmentID {
+			if h.Key == fragment.HeaderID {
 				return kafka.Murmur2Balancer{Consistent: true}.Balance(kafka.Message{Key: h.Value}, partitions...)
 			}
 		}

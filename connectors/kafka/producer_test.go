@@ -14,7 +14,28 @@ import (
 	"time"
 
 	kafka "github.com/segmentio/kafka-go"
+
+	"github.com/reignpipe/reignpipe/connectors/kafka/fragment"
 )
+
+func testProducer(t *testing.T, maxRecord int) *Producer {
+	t.Helper()
+	p, err := NewProducer(ClientConfig{Brokers: []string{"127.0.0.1:9"}},
+		ProducerOptions{Topic: "t", MaxRecordBytes: maxRecord})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.tr.CloseIdleConnections() })
+	return p
+}
+
+func randomBytes(r *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
 
 func TestBalancer(t *testing.T) {
 	parts := []int{0, 1, 2, 3, 4, 5, 6, 7}
@@ -93,10 +114,91 @@ func TestBalancerMatchesJavaMurmur2(t *testing.T) {
 	}
 }
 
+func TestFragmentRoundTrip(t *testing.T) {
+	const max = 1000
+	p := testProducer(t, max)
+	r := rand.New(rand.NewPCG(1, 2))
+	userHeaders := []kafka.Header{{Key: "content-type", Value: []byte("application/json")}}
+	for _, size := range []int{0, 1, max - 1, max, max + 1, 2*max - 1, 2 * max, 2*max + 1, 5*max + 17} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			value := randomBytes(r, size)
+			recs, err := p.toRecords(Message{Key: "doc-1", Value: value, Headers: userHeaders})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantN := 1
+			if size > max {
+				wantN = (size + max - 1) / max
+			}
+			if len(recs) != wantN {
+				t.Fatalf("%d records, want %d", len(recs), wantN)
+			}
+			ids := map[string]bool{}
+			for i, rec := range recs {
+				if len(rec.Value) > max {
+					t.Fatalf("record %d holds %d bytes, over %d", i, len(rec.Value), max)
+				}
+				if string(rec.Key) != "doc-1" {
+					t.Fatalf("record %d key %q", i, rec.Key)
+				}
+				info := fragment.Inspect(rec.Headers)
+				if wantN == 1 {
+					if info.Kind != fragment.Plain {
+						t.Fatal("an unfragmented record carries fragment headers")
+					}
+					continue
+				}
+				if info.Kind != fragment.Part || info.Index != i || info.Count != wantN {
+					t.Fatalf("record %d: fragment info %+v", i, info)
+				}
+				ids[info.ID] = true
+			}
+			if wantN > 1 && len(ids) != 1 {
+				t.Fatalf("fragments carry %d ids, want 1", len(ids))
+			}
+			a := fragment.NewAssembler(1<<20, &fragment.Counters{})
+			var out []fragment.Message
+			for i, rec := range recs {
+				rec.Offset = 100 + int64(i)
+				if d, ok := a.Add(rec); ok {
+					out = append(out, d)
+				}
+			}
+			if len(out) != 1 {
+				t.Fatalf("%d messages reassembled, want 1", len(out))
+			}
+			d := out[0]
+			if !bytes.Equal(d.Value, value) || d.First != 100 || d.Last != 100+int64(wantN-1) {
+				t.Fatalf("reassembled [%d,%d] %d bytes, want [100,%d] %d bytes", d.First, d.Last, len(d.Value), 100+wantN-1, size)
+			}
+			if len(d.Headers) != 1 || d.Headers[0].Key != "content-type" {
+				t.Fatalf("headers %v, want only the user header", d.Headers)
+			}
+			if a.PendingFrom() != -1 {
+				t.Fatal("assembler still holds a sequence")
+			}
+		})
+	}
+}
+
+// TestFragmentValueCopied checks that Send's records do not alias the caller's buffer.
+func TestFragmentValueCopied(t *testing.T) {
+	p := testProducer(t, 1000)
+	v := bytes.Repeat([]byte("a"), 2500)
+	recs, err := p.toRecords(Message{Value: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v[0], v[2499] = 'X', 'X'
+	if recs[0].Value[0] != 'a' || recs[2].Value[len(recs[2].Value)-1] != 'a' {
+		t.Fatal("records share memory with the caller's Value")
+	}
+}
+
 func TestSendRejects(t *testing.T) {
 	p := testProducer(t, 1000)
 	ctx := context.Background()
-	for _, h := range []string{HeaderFragment, HeaderFragmentID} {
+	for _, h := range []string{fragment.HeaderIndex, fragment.HeaderID} {
 		err := p.Send(ctx, Message{Key: "k", Value: []byte("v"), Headers: []kafka.Header{{Key: h, Value: []byte("0/2")}}})
 		if err == nil || !strings.Contains(err.Error(), "reserved") {
 			t.Errorf("header %s: %v, want a reserved-header error", h, err)
@@ -238,20 +340,20 @@ func TestLargeMessageFragmented(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		info := inspect(m.Headers)
+		info := fragment.Inspect(m.Headers)
 		if i == 6 {
-			if info.kind != notFragment || string(m.Value) != "small" {
+			if info.Kind != fragment.Plain || string(m.Value) != "small" {
 				t.Fatalf("last record: %+v %q", info, m.Value)
 			}
 			break
 		}
-		if info.kind != isFragment || info.i != i || info.n != 6 || len(m.Value) > defaultMaxRecordBytes || string(m.Key) != "big-doc" {
+		if info.Kind != fragment.Part || info.Index != i || info.Count != 6 || len(m.Value) > defaultMaxRecordBytes || string(m.Key) != "big-doc" {
 			t.Fatalf("record %d: %+v, %d bytes, key %q", i, info, len(m.Value), m.Key)
 		}
-		if id != "" && info.id != id {
-			t.Fatalf("fragment %d has id %s, fragment 0 had %s", i, info.id, id)
+		if id != "" && info.ID != id {
+			t.Fatalf("fragment %d has id %s, fragment 0 had %s", i, info.ID, id)
 		}
-		id = info.id
+		id = info.ID
 	}
 
 	c, err := NewConsumer(cfg, ConsumerOptions{Group: "g-" + topic, Topics: []string{topic}})

@@ -4,6 +4,8 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+
+	"github.com/reignpipe/reignpipe/connectors/kafka/fragment"
 )
 
 // watermark tracks which records of one partition are done, to find the offset a consumer
@@ -151,14 +153,14 @@ func (t *tracker) start(p *partitionState, offset int64) bool {
 // record accounts one record read at offset: d is the delivery it completed (if ok), and
 // pending the first offset still held by an unfinished fragment sequence (-1 for none). It
 // reports false when the generation has ended, so the delivery must not be handed out.
-func (t *tracker) record(p *partitionState, offset int64, d assembled, ok bool, pending int64) bool {
+func (t *tracker) record(p *partitionState, offset int64, d fragment.Message, ok bool, pending int64) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.live(p.gen) || !p.started {
 		return false
 	}
 	if ok {
-		p.wm.deliver(d.first, d.last)
+		p.wm.deliver(d.First, d.Last)
 	}
 	if pending >= 0 {
 		p.wm.advance(pending)

@@ -3,6 +3,8 @@ package kafka
 import (
 	"testing"
 	"time"
+
+	"github.com/reignpipe/reignpipe/connectors/kafka/fragment"
 )
 
 // op is one step applied to a watermark: deliver [a, b], ack [a, b] or advance to a.
@@ -152,13 +154,13 @@ func TestTrackerGenerations(t *testing.T) {
 	tr.done(g, off, true)
 
 	for o := int64(50); o < 53; o++ {
-		if !tr.record(p0, o, assembled{first: o, last: o}, true, -1) {
+		if !tr.record(p0, o, fragment.Message{First: o, Last: o}, true, -1) {
 			t.Fatal("record refused on the live generation")
 		}
 	}
 	// 53..55: a fragment sequence still being assembled.
 	for o := int64(53); o < 56; o++ {
-		tr.record(p0, o, assembled{}, false, 53)
+		tr.record(p0, o, fragment.Message{}, false, 53)
 	}
 	tr.ack(p0, 52, 52)
 	tr.ack(p0, 50, 50)
@@ -177,7 +179,7 @@ func TestTrackerGenerations(t *testing.T) {
 	tr.done(g, off, true)
 
 	// A rebalance: generation 2 takes over. Acks of generation 1 are stale.
-	tr.record(p0, 56, assembled{first: 53, last: 56}, true, -1)
+	tr.record(p0, 56, fragment.Message{First: 53, Last: 56}, true, -1)
 	tr.end(g1)
 	g2 := tr.begin(2, map[topicPartition]int64{tp0: 53}, commit)
 	q0 := g2.parts[tp0]
@@ -188,14 +190,14 @@ func TestTrackerGenerations(t *testing.T) {
 	if tr.current(p0) || !tr.current(q0) {
 		t.Fatal("current() does not follow the generation change")
 	}
-	if tr.record(p0, 57, assembled{first: 57, last: 57}, true, -1) {
+	if tr.record(p0, 57, fragment.Message{First: 57, Last: 57}, true, -1) {
 		t.Fatal("a reader of an ended generation could still record")
 	}
 	if g, off = tr.pending(); g != nil {
 		t.Fatalf("stale acks leaked into the new generation: pending %v", off)
 	}
-	tr.record(q0, 53, assembled{}, false, 53)
-	tr.record(q0, 56, assembled{first: 53, last: 56}, true, -1)
+	tr.record(q0, 53, fragment.Message{}, false, 53)
+	tr.record(q0, 56, fragment.Message{First: 53, Last: 56}, true, -1)
 	if !tr.ack(q0, 53, 56) {
 		t.Fatal("ack refused on the live generation")
 	}

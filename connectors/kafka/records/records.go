@@ -1,4 +1,7 @@
-package kafka
+// Package records binds the generic kafka.Producer and kafka.Consumer to reignpipe's records
+// (schemas/wire.go): raw documents in, chunk embeddings between the embed and aggregate
+// stages, vectors and dead letters out. Every record is keyed by its document id.
+package records
 
 import (
 	"context"
@@ -6,15 +9,12 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/segmentio/kafka-go"
+	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/connectors/kafka"
 	"github.com/reignpipe/reignpipe/schemas"
 )
-
-// This file binds the generic Producer and Consumer to reignpipe's records (schemas/wire.go):
-// raw documents in, chunk embeddings between the embed and aggregate stages, vectors and dead
-// letters out. Every record is keyed by its document id.
 
 // Headers on the records reignpipe writes, beside schemas.HeaderSchema. Consumers may filter
 // on them without decoding the value.
@@ -28,22 +28,24 @@ const (
 )
 
 // Position names a delivery in dead letters and logs.
-func Position(d Delivery) string { return fmt.Sprintf("%s/%d@%d", d.Topic, d.Partition, d.Offset) }
+func Position(d kafka.Delivery) string {
+	return fmt.Sprintf("%s/%d@%d", d.Topic, d.Partition, d.Offset)
+}
 
-func header(k, v string) kafka.Header { return kafka.Header{Key: k, Value: []byte(v)} }
+func header(k, v string) kafkago.Header { return kafkago.Header{Key: k, Value: []byte(v)} }
 
 // DocSource reads raw documents (JSON, schemas.RawDocument) from a topic as a member of a
 // consumer group. It is a connectors.Source that keeps its own position: an ack marks the
 // document's records done, and FlushAcks commits the contiguous done offsets of the partitions
 // this member still owns.
 type DocSource struct {
-	c     *Consumer
+	c     *kafka.Consumer
 	read  atomic.Int64
 	bytes atomic.Int64
 }
 
 // NewDocSource reads raw documents through c; Close closes c.
-func NewDocSource(c *Consumer) *DocSource { return &DocSource{c: c} }
+func NewDocSource(c *kafka.Consumer) *DocSource { return &DocSource{c: c} }
 
 // Read blocks until the next document, or ctx ends. A record that is not a valid raw document,
 // or whose key is not its document id, comes back as a *connectors.BadInputError with an ack.
@@ -85,16 +87,16 @@ func (s *DocSource) Stats() connectors.SourceStats {
 }
 
 // Consumer is the underlying group member (lag, stats).
-func (s *DocSource) Consumer() *Consumer { return s.c }
+func (s *DocSource) Consumer() *kafka.Consumer { return s.c }
 
 // Close closes the consumer; unacked documents are read again by the group.
 func (s *DocSource) Close(ctx context.Context) error { return s.c.Close(ctx) }
 
 // ChunkSource reads the embed stage's chunk embeddings ("RPCE" records).
-type ChunkSource struct{ c *Consumer }
+type ChunkSource struct{ c *kafka.Consumer }
 
 // NewChunkSource reads chunk embeddings through c.
-func NewChunkSource(c *Consumer) *ChunkSource { return &ChunkSource{c: c} }
+func NewChunkSource(c *kafka.Consumer) *ChunkSource { return &ChunkSource{c: c} }
 
 // Next blocks until the next document's chunk embeddings, or ctx ends. ack marks the
 // document's records done; Commit then makes that the group's position. A record that does
@@ -124,13 +126,13 @@ func (s *ChunkSource) Next(ctx context.Context) (_ schemas.ChunkDoc, ack func(),
 func (s *ChunkSource) Commit(ctx context.Context) error { return s.c.Commit(ctx) }
 
 // Consumer is the underlying group member (lag, stats).
-func (s *ChunkSource) Consumer() *Consumer { return s.c }
+func (s *ChunkSource) Consumer() *kafka.Consumer { return s.c }
 
 // RawSink publishes raw documents (the ingest stage). Flush makes them durable.
-type RawSink struct{ p *Producer }
+type RawSink struct{ p *kafka.Producer }
 
 // NewRawSink writes through p; Close closes p.
-func NewRawSink(p *Producer) *RawSink { return &RawSink{p: p} }
+func NewRawSink(p *kafka.Producer) *RawSink { return &RawSink{p: p} }
 
 // WriteDocument queues one document, keyed by its id.
 func (s *RawSink) WriteDocument(ctx context.Context, d schemas.Document) error {
@@ -138,7 +140,7 @@ func (s *RawSink) WriteDocument(ctx context.Context, d schemas.Document) error {
 	if err != nil {
 		return fmt.Errorf("raw document %s: %w", d.ID, err)
 	}
-	return s.p.Send(ctx, Message{Key: d.ID, Value: b, Headers: []kafka.Header{
+	return s.p.Send(ctx, kafka.Message{Key: d.ID, Value: b, Headers: []kafkago.Header{
 		header(schemas.HeaderSchema, schemas.SchemaRawDocument),
 		header(HeaderDocVersion, d.Version),
 		header(HeaderContentHash, fmt.Sprintf("%016x", d.ContentHash())),
@@ -150,12 +152,12 @@ func (s *RawSink) Close(ctx context.Context) error { return s.p.Close(ctx) }
 
 // ChunkSink publishes documents' chunk embeddings for the aggregate stage.
 type ChunkSink struct {
-	p   *Producer
+	p   *kafka.Producer
 	buf []byte
 }
 
 // NewChunkSink writes through p; Close closes p.
-func NewChunkSink(p *Producer) *ChunkSink { return &ChunkSink{p: p} }
+func NewChunkSink(p *kafka.Producer) *ChunkSink { return &ChunkSink{p: p} }
 
 // WriteChunks queues one document's chunk embeddings (fragmented by the producer when larger
 // than a record may be).
@@ -164,7 +166,7 @@ func (s *ChunkSink) WriteChunks(ctx context.Context, c schemas.ChunkDoc) error {
 	if err != nil {
 		return err
 	}
-	return s.p.Send(ctx, Message{Key: c.DocID, Value: b, Headers: []kafka.Header{
+	return s.p.Send(ctx, kafka.Message{Key: c.DocID, Value: b, Headers: []kafkago.Header{
 		header(schemas.HeaderSchema, schemas.SchemaChunkDoc),
 		header(HeaderDocVersion, c.Version),
 		header(HeaderContentHash, fmt.Sprintf("%016x", c.ContentHash)),
@@ -177,10 +179,10 @@ func (s *ChunkSink) Close(ctx context.Context) error { return s.p.Close(ctx) }
 
 // VectorSink publishes document vectors ("RPDV" records), keyed by document id: a compacted
 // topic keeps the newest vector of every document. It is a connectors.Sink.
-type VectorSink struct{ p *Producer }
+type VectorSink struct{ p *kafka.Producer }
 
 // NewVectorSink writes through p; Close closes p.
-func NewVectorSink(p *Producer) *VectorSink { return &VectorSink{p: p} }
+func NewVectorSink(p *kafka.Producer) *VectorSink { return &VectorSink{p: p} }
 
 // Write queues one vector; durable after Flush.
 func (s *VectorSink) Write(ctx context.Context, v schemas.DocVector) error {
@@ -188,7 +190,7 @@ func (s *VectorSink) Write(ctx context.Context, v schemas.DocVector) error {
 	if err != nil {
 		return err
 	}
-	return s.p.Send(ctx, Message{Key: v.DocID, Value: b, Headers: []kafka.Header{
+	return s.p.Send(ctx, kafka.Message{Key: v.DocID, Value: b, Headers: []kafkago.Header{
 		header(schemas.HeaderSchema, schemas.SchemaDocVector),
 		header(HeaderDocVersion, v.Version),
 		header(HeaderContentHash, fmt.Sprintf("%016x", v.ContentHash)),
@@ -204,12 +206,12 @@ func (s *VectorSink) Close(ctx context.Context) error { return s.p.Close(ctx) }
 // JSON, the headers give stage, error and source position so an operator can filter with any
 // client and fetch the original record from its topic by offset.
 type DeadLetterTopic struct {
-	p *Producer
+	p *kafka.Producer
 	n atomic.Int64
 }
 
 // NewDeadLetterTopic writes through p; Close closes p.
-func NewDeadLetterTopic(p *Producer) *DeadLetterTopic { return &DeadLetterTopic{p: p} }
+func NewDeadLetterTopic(p *kafka.Producer) *DeadLetterTopic { return &DeadLetterTopic{p: p} }
 
 // WriteDeadLetter is durable on return (it flushes).
 func (s *DeadLetterTopic) WriteDeadLetter(ctx context.Context, d schemas.DeadLetter) error {
@@ -219,7 +221,7 @@ func (s *DeadLetterTopic) WriteDeadLetter(ctx context.Context, d schemas.DeadLet
 	if err != nil {
 		return err
 	}
-	if err := s.p.Send(ctx, Message{Key: d.DocID, Value: b, Headers: []kafka.Header{
+	if err := s.p.Send(ctx, kafka.Message{Key: d.DocID, Value: b, Headers: []kafkago.Header{
 		header(schemas.HeaderSchema, schemas.SchemaDeadLetter),
 		header(HeaderStage, d.Stage), header(HeaderError, d.Err), header(HeaderSource, d.Position),
 	}}); err != nil {
@@ -238,7 +240,7 @@ func (s *DeadLetterTopic) Count() int64 { return s.n.Load() }
 func (s *DeadLetterTopic) Close(ctx context.Context) error { return s.p.Close(ctx) }
 
 // HeaderValue returns the value of the last header named key, "" if absent.
-func HeaderValue(hs []kafka.Header, key string) string {
+func HeaderValue(hs []kafkago.Header, key string) string {
 	for i := len(hs) - 1; i >= 0; i-- {
 		if hs[i].Key == key {
 			return string(hs[i].Value)
