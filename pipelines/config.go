@@ -225,7 +225,7 @@ func Defaults() *Config {
 			Queue: 64, Progress: "auto", DrainTimeout: Duration{30 * time.Second},
 		},
 		Transport: TransportConfig{Type: "embedded", Kafka: KafkaConfig{
-			Partitions: 6, ReplicationFactor: 1, MaxRecordBytes: 900_000, Compression: "zstd", StartOffset: "earliest",
+			Partitions: 6, ReplicationFactor: 1, MaxRecordBytes: 900_000, Compression: "zstd", StartOffset: "earliest", RawFormat: "json",
 		}},
 	}
 }

@@ -29,9 +29,13 @@ type KafkaConfig struct {
 	// MaxRecordBytes bounds every record value reignpipe produces; larger messages (a huge
 	// document, its chunk embeddings) are split into fragments, so broker limits stay as they are.
 	MaxRecordBytes int    `yaml:"max_record_bytes"`
-	Compression    string `yaml:"compression"`  // zstd | lz4 | snappy | gzip | none
-	StartOffset    string `yaml:"start_offset"` // earliest | latest, for a group without offsets
-	TLS            *struct {
+	Compression    string `yaml:"compression"` // zstd | lz4 | snappy | gzip | none
+	// RawFormat is the value format of the raw topic: json (reignpipe's raw document) or
+	// uspto-xml (one USPTO full-text XML document per record, as some feeds are pushed;
+	// source.sections picks the text).
+	RawFormat   string `yaml:"raw_format"`
+	StartOffset string `yaml:"start_offset"` // earliest | latest, for a group without offsets
+	TLS         *struct {
 		CAFile             string `yaml:"ca_file"`
 		CertFile           string `yaml:"cert_file"`
 		KeyFile            string `yaml:"key_file"`
@@ -110,6 +114,8 @@ func (c *Config) validateTransport() error {
 		return c.bad("transport.kafka.max_record_bytes", "%d is below 64 KiB", k.MaxRecordBytes)
 	case k.Compression != "zstd" && k.Compression != "lz4" && k.Compression != "snappy" && k.Compression != "gzip" && k.Compression != "none":
 		return c.bad("transport.kafka.compression", "%q is not zstd, lz4, snappy, gzip or none", k.Compression)
+	case k.RawFormat != "json" && k.RawFormat != "uspto-xml":
+		return c.bad("transport.kafka.raw_format", "%q is not json or uspto-xml", k.RawFormat)
 	case k.StartOffset != "earliest" && k.StartOffset != "latest":
 		return c.bad("transport.kafka.start_offset", "%q is not earliest or latest", k.StartOffset)
 	}

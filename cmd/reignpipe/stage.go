@@ -13,6 +13,7 @@ import (
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/connectors/kafka"
 	"github.com/reignpipe/reignpipe/connectors/kafka/records"
+	"github.com/reignpipe/reignpipe/connectors/uspto"
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/distributed"
 	"github.com/reignpipe/reignpipe/pipelines/embedded"
@@ -28,6 +29,14 @@ var stageNames = map[string]string{
 	"embed":     "<topics>.raw → chunking, GN, chunk cache → <topics>.chunks",
 	"aggregate": "<topics>.chunks → REIGN or mean-pool → sinks",
 	"process":   "<topics>.raw → chunking, GN, cache, aggregation → sinks",
+}
+
+// rawFormats maps transport.kafka.raw_format to the decoder of the raw topic's values.
+var rawFormats = map[string]func(pipelines.SourceConfig) records.Decoder{
+	"json": func(pipelines.SourceConfig) records.Decoder { return records.RawJSON },
+	"uspto-xml": func(c pipelines.SourceConfig) records.Decoder {
+		return func(v []byte) (schemas.Document, string, error) { return uspto.DecodeXML(v, c.Sections) }
+	},
 }
 
 type stageFlags struct {
@@ -163,7 +172,7 @@ func runStage(ctx context.Context, cfg *pipelines.Config, name string, f stageFl
 	if err != nil {
 		return err
 	}
-	src := records.NewDocSource(cons)
+	src := records.NewDocSource(cons, rawFormats[cfg.Transport.Kafka.RawFormat](cfg.Source))
 	w := wiring{
 		source: idleSource{DocSource: src, idle: f.idleExit}, deadLetter: dl, kafkaSink: e.kafkaSink,
 		metrics: func() map[string]float64 {

@@ -432,3 +432,91 @@ func TestStagesHugeDocument(t *testing.T) {
 		t.Errorf("the embed stage did not report exactly 2 GN windows: the repeated window was not served from the cache")
 	}
 }
+
+// feedGrant and feedApplication are minimal USPTO full-text documents (v4.x DTDs).
+const feedGrant = `<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE us-patent-grant SYSTEM "us-patent-grant-v42-2006-08-23.dtd" [ ]>
+<us-patent-grant lang="EN" dtd-version="v4.2 2006-08-23">
+<us-bibliographic-data-grant>
+<publication-reference><document-id><country>US</country><doc-number>07272630</doc-number><kind>B2</kind><date>20070925</date></document-id></publication-reference>
+<application-reference appl-type="utility"><document-id><country>US</country><doc-number>10123456</doc-number><date>20040102</date></document-id></application-reference>
+<invention-title id="t">Widget &amp; gadget</invention-title>
+</us-bibliographic-data-grant>
+<abstract id="abstract"><p id="p-0001" num="0000">A widget at 5&#xb0; C.</p></abstract>
+<description id="description"><p id="p-0002" num="0001">The widget turns the gadget.</p></description>
+<claims id="claims"><claim id="CLM-00001" num="00001"><claim-text>1. A widget comprising a part.</claim-text></claim></claims>
+</us-patent-grant>
+`
+
+const feedApplication = `<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE us-patent-application SYSTEM "us-patent-application-v43-2012-12-04.dtd" [ ]>
+<us-patent-application lang="EN" dtd-version="v4.3 2012-12-04">
+<us-bibliographic-data-application>
+<publication-reference><document-id><country>US</country><doc-number>20130014297</doc-number><kind>A1</kind><date>20130117</date></document-id></publication-reference>
+<application-reference appl-type="utility"><document-id><country>US</country><doc-number>13181234</doc-number><date>20110712</date></document-id></application-reference>
+<invention-title>Glove</invention-title>
+</us-bibliographic-data-application>
+<abstract><p>A glove.</p></abstract>
+<description><p num="0001">Gloves are &lsquo;good&rsquo;.</p></description>
+<claims><claim num="1"><claim-text>1. A glove.</claim-text></claim></claims>
+</us-patent-application>`
+
+// TestStagesUSPTOXMLFeed: a feed pushed into Kafka as one patent XML document per record (by
+// kcat, one file per message) is read with raw_format uspto-xml: patents become vectors keyed
+// by their doc id, a sequence listing is skipped, and a broken document is dead-lettered.
+func TestStagesUSPTOXMLFeed(t *testing.T) {
+	s := newStageSetup(t)
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		testenv.Missing(t, "kcat (Debian package kcat) is not installed")
+	}
+	cfgPath := s.config(t, "feed", filepath.Join(s.dir, "unused"), "kafka", "  - {type: kafka}")
+	cfgText, _ := os.ReadFile(cfgPath)
+	cfgText = []byte(strings.Replace(string(cfgText), "source: {type: jsonl,", "source: {type: uspto, sections: [title, abstract, claims, description],", 1))
+	cfgText = []byte(strings.Replace(string(cfgText), "max_record_bytes: 262144}", "max_record_bytes: 262144, raw_format: uspto-xml}", 1))
+	cfgText = []byte(strings.Replace(string(cfgText), ", name: t}", "}", 1))
+	if err := os.WriteFile(cfgPath, cfgText, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for name, xml := range map[string]string{
+		"1-grant.xml": feedGrant, "2-application.xml": feedApplication,
+		"3-sequence.xml": `<?xml version="1.0"?><!DOCTYPE sequence-cwu SYSTEM "us-sequence-listing-2004-03-09.dtd" [ ]><sequence-cwu><s100>ACGT</s100></sequence-cwu>`,
+		"4-broken.xml":   strings.Replace(feedGrant, "</us-patent-grant>", "", 1),
+	} {
+		p := filepath.Join(s.dir, name)
+		if err := os.WriteFile(p, []byte(xml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, p)
+	}
+	proc := s.start(t, "process", "process", cfgPath)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out, err := exec.Command(kcat, append([]string{"-P", "-b", s.brokers, "-t", s.topics + ".raw"}, files...)...).CombinedOutput()
+		if err == nil && len(out) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kcat produce: %v\n%s", err, out)
+		}
+		time.Sleep(time.Second)
+	}
+	got, _ := readVectors(t, s.brokers, s.topics+".vectors", []string{"uspto:US07272630B2", "uspto:US20130014297A1"}, 3*time.Minute, nil)
+	g := got["uspto:US07272630B2"]
+	if g.Version != "20070925B2" || g.Title != "Widget & gadget" || g.NChunks != 1 {
+		t.Errorf("grant vector %+v", g)
+	}
+	out, err := exec.Command(kcat, "-C", "-b", s.brokers, "-t", s.topics+".deadletter", "-e", "-q", "-f", "%h\n").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "rp-stage=source") || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
+		t.Errorf("dead-letter topic holds %q, want exactly the broken document", out)
+	}
+	stop(t, "process", proc)
+	log, _ := os.ReadFile(filepath.Join(s.dir, "process.log"))
+	if !strings.Contains(string(log), `"sequence-listing": 1`) {
+		t.Errorf("the run summary does not count the skipped sequence listing:\n%s", tail(string(log), 2000))
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	kafka "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
 	"github.com/segmentio/kafka-go/sasl"
 )
 
@@ -139,6 +140,11 @@ func transient(err error) bool {
 	var kerr kafka.Error
 	if errors.As(err, &kerr) {
 		return kerr.Temporary()
+	}
+	// Client-side metadata gaps while a broker restarts or a leader is elected: the next
+	// metadata refresh fills them.
+	if errors.Is(err, protocol.ErrNoLeader) || errors.Is(err, protocol.ErrNoPartition) {
+		return true
 	}
 	if fatalTLS(err) {
 		return false

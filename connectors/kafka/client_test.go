@@ -16,6 +16,8 @@ import (
 	"time"
 
 	kafka "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
+	kafkaproduce "github.com/segmentio/kafka-go/protocol/produce"
 )
 
 func TestTransient(t *testing.T) {
@@ -37,6 +39,8 @@ func TestTransient(t *testing.T) {
 		{"write errors with a permanent one", kafka.WriteErrors{kafka.LeaderNotAvailable, kafka.MessageSizeTooLarge}, false},
 		{"write errors all nil", kafka.WriteErrors{nil, nil}, false},
 		{"unknown authority", &net.OpError{Op: "remote error", Err: x509.UnknownAuthorityError{}}, false},
+		{"no leader during a restart", kafka.WriteErrors{kafkaproduce.NewError(protocol.ErrNoLeader)}, true},
+		{"partition not in metadata yet", fmt.Errorf("x: %w", protocol.ErrNoPartition), true},
 		{"plain error", errors.New("boom"), false},
 	}
 	for _, tc := range cases {

@@ -239,38 +239,54 @@ func (r *Reader) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 		if err != nil {
 			return schemas.Document{}, nil, fmt.Errorf("uspto: %s: %w", pos, err)
 		}
-		p, err := patentxml.ParseDocument(data)
-		var notPatent *patentxml.NotPatentError
-		if errors.As(err, &notPatent) {
-			r.skip(notPatent.Reason())
+		doc, skip, err := DecodeXML(data, r.opts.Sections)
+		if skip != "" {
+			r.skip(skip)
 			continue
 		}
 		if err != nil {
-			return schemas.Document{}, noAck, &connectors.BadInputError{DocID: docID(p), Position: pos, Reason: err}
+			return schemas.Document{}, noAck, &connectors.BadInputError{DocID: doc.ID, Position: pos, Reason: err}
 		}
-		text := Text(p, r.opts.Sections)
-		if text == "" {
-			r.skip("empty")
-			continue
-		}
+		doc.Meta["file"], doc.Meta["offset"] = r.curName, strconv.FormatInt(off, 10)
 		r.mu.Lock()
 		r.read++
 		r.mu.Unlock()
-		return schemas.Document{
-			ID:      docID(p),
-			Source:  Source,
-			Version: Version(p),
-			Title:   p.Title,
-			Text:    text,
-			Meta: map[string]string{
-				"kind": p.Kind, "country": p.Country, "doc_number": p.DocNumber,
-				"publication_date": p.PublicationDate, "application_number": p.ApplicationNumber,
-				"filing_date": p.FilingDate, "cpc": strings.Join(p.CPC, "; "),
-				"ipc": strings.Join(p.IPC, "; "), "dtd_version": p.DTDVersion,
-				"doc_type": p.DocType, "file": r.curName, "offset": strconv.FormatInt(off, 10),
-			},
-		}, noAck, nil
+		return doc, noAck, nil
 	}
+}
+
+// DecodeXML turns one patent XML document (any of the supported DTDs) into a Document with the
+// given sections as its text. Non-patent documents (sequence listings...) and patents without
+// text come back with a skip reason instead; a document that does not parse comes back with an
+// error and, when it was readable, its id. Used by the file reader and for feeds that arrive as
+// one XML document per Kafka message.
+func DecodeXML(data []byte, sections []string) (doc schemas.Document, skip string, err error) {
+	p, err := patentxml.ParseDocument(data)
+	var notPatent *patentxml.NotPatentError
+	if errors.As(err, &notPatent) {
+		return doc, notPatent.Reason(), nil
+	}
+	if err != nil {
+		return schemas.Document{ID: docID(p)}, "", err
+	}
+	text := Text(p, sections)
+	if text == "" {
+		return doc, "empty", nil
+	}
+	return schemas.Document{
+		ID:      docID(p),
+		Source:  Source,
+		Version: Version(p),
+		Title:   p.Title,
+		Text:    text,
+		Meta: map[string]string{
+			"kind": p.Kind, "country": p.Country, "doc_number": p.DocNumber,
+			"publication_date": p.PublicationDate, "application_number": p.ApplicationNumber,
+			"filing_date": p.FilingDate, "cpc": strings.Join(p.CPC, "; "),
+			"ipc": strings.Join(p.IPC, "; "), "dtd_version": p.DTDVersion,
+			"doc_type": p.DocType,
+		},
+	}, "", nil
 }
 
 func docID(p patentxml.Patent) string {

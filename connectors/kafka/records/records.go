@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	kafkago "github.com/segmentio/kafka-go"
@@ -34,31 +35,62 @@ func Position(d kafka.Delivery) string {
 
 func header(k, v string) kafkago.Header { return kafkago.Header{Key: k, Value: []byte(v)} }
 
-// DocSource reads raw documents (JSON, schemas.RawDocument) from a topic as a member of a
-// consumer group. It is a connectors.Source that keeps its own position: an ack marks the
+// DocSource reads raw documents (reignpipe's JSON, or another format through a Decoder, such
+// as one patent XML document per record) from a topic as a member of a consumer group. It is a connectors.Source that keeps its own position: an ack marks the
 // document's records done, and FlushAcks commits the contiguous done offsets of the partitions
 // this member still owns.
 type DocSource struct {
-	c     *kafka.Consumer
-	read  atomic.Int64
-	bytes atomic.Int64
+	c      *kafka.Consumer
+	decode Decoder
+	read   atomic.Int64
+	bytes  atomic.Int64
+	mu     sync.Mutex
+	skips  map[string]int64
 }
 
-// NewDocSource reads raw documents through c; Close closes c.
-func NewDocSource(c *kafka.Consumer) *DocSource { return &DocSource{c: c} }
+// Decoder turns a raw record value into a document. A non-empty skip reason drops the record
+// (counted by reason, acked at once); an error dead-letters it, naming doc.ID when known.
+type Decoder func(value []byte) (doc schemas.Document, skip string, err error)
 
-// Read blocks until the next document, or ctx ends. A record that is not a valid raw document,
-// or whose key is not its document id, comes back as a *connectors.BadInputError with an ack.
-func (s *DocSource) Read(ctx context.Context) (schemas.Document, connectors.AckFunc, error) {
-	d, err := s.c.Next(ctx)
-	if err != nil {
-		return schemas.Document{}, nil, err
+// RawJSON decodes the reignpipe raw-document JSON (schemas/WIRE.md).
+func RawJSON(value []byte) (schemas.Document, string, error) {
+	d, err := schemas.DecodeRawDocument(value)
+	return d, "", err
+}
+
+// NewDocSource reads raw documents through c, decoded by decode (nil: RawJSON); Close closes c.
+func NewDocSource(c *kafka.Consumer, decode Decoder) *DocSource {
+	if decode == nil {
+		decode = RawJSON
 	}
-	s.read.Add(1)
-	s.bytes.Add(int64(len(d.Value)))
+	return &DocSource{c: c, decode: decode, skips: map[string]int64{}}
+}
+
+// Read blocks until the next document, or ctx ends. A record that does not decode, or whose
+// key is not its document id, comes back as a *connectors.BadInputError with an ack.
+func (s *DocSource) Read(ctx context.Context) (schemas.Document, connectors.AckFunc, error) {
+	for {
+		d, err := s.c.Next(ctx)
+		if err != nil {
+			return schemas.Document{}, nil, err
+		}
+		s.read.Add(1)
+		s.bytes.Add(int64(len(d.Value)))
+		doc, skip, err := s.decode(d.Value)
+		if skip != "" && err == nil {
+			s.c.Ack(d)
+			s.mu.Lock()
+			s.skips[skip]++
+			s.mu.Unlock()
+			continue
+		}
+		return s.document(d, doc, err)
+	}
+}
+
+func (s *DocSource) document(d kafka.Delivery, doc schemas.Document, err error) (schemas.Document, connectors.AckFunc, error) {
 	ack := func(context.Context, error) error { s.c.Ack(d); return nil }
 	pos := Position(d)
-	doc, err := schemas.DecodeRawDocument(d.Value)
 	if err == nil && d.Key != "" && d.Key != doc.ID {
 		// A document keyed otherwise may sit in another partition than its other versions,
 		// and then versions could overtake each other.
@@ -83,7 +115,13 @@ func (s *DocSource) FlushAcks(ctx context.Context) error { return s.c.Commit(ctx
 
 // Stats counts records read; BytesTotal is unknown for a stream.
 func (s *DocSource) Stats() connectors.SourceStats {
-	return connectors.SourceStats{Read: s.read.Load(), BytesRead: s.bytes.Load(), Skipped: map[string]int64{}}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	skipped := make(map[string]int64, len(s.skips))
+	for k, v := range s.skips {
+		skipped[k] = v
+	}
+	return connectors.SourceStats{Read: s.read.Load(), BytesRead: s.bytes.Load(), Skipped: skipped}
 }
 
 // Consumer is the underlying group member (lag, stats).
