@@ -74,6 +74,7 @@ usage:
   reignpipe train --data BEIR_DIR --out DIR [--size small-l2] [--epochs 50] [--seed 42] [--loss cosine3|infonce] [--self-supervised] PIPELINE.yaml [-- TRAINER FLAGS]
   reignpipe reaggregate --out DIR [--checkpoint DIR] PIPELINE.yaml
   reignpipe neighbors --vectors DIR [--doc ID|--title TITLE] [--k 5]
+  reignpipe benchdata --kind patent-claims|halves --source wikipedia|jsonl|uspto|textdir --input PATH --out DIR [--seed 42] [--min-chars 2000]
   reignpipe version
 `)
 }
@@ -99,6 +100,8 @@ func main() {
 		err = cmdReaggregate(ctx, os.Args[2:])
 	case "neighbors", "neighbours":
 		err = cmdNeighbors(os.Args[2:])
+	case "benchdata":
+		err = cmdBenchdata(ctx, os.Args[2:])
 	case "version", "--version":
 		fmt.Println("reignpipe", version)
 	case "help", "-h", "--help":
