@@ -82,27 +82,12 @@ func Aggregate(ctx context.Context, p AggregateParts, o Options, c *Counters) er
 	for {
 		var doc schemas.ChunkDoc
 		var ack func()
-		commitDue, idle, err := w.wait(ctx, len(pending) > 0, func(rctx context.Context) (err error) {
+		bad, done, err := w.next(ctx, len(pending) > 0, func(rctx context.Context) (err error) {
 			doc, ack, err = p.Input.Next(rctx)
 			return err
-		})
-		var bad *connectors.BadInputError
-		switch {
-		case err == nil:
-		case errors.As(err, &bad):
-		case idle && !commitDue, ctx.Err() != nil:
-			return commit()
-		case commitDue:
-			if err := commit(); err != nil {
-				return err
-			}
-			w.committed()
-			continue
-		default:
-			if cerr := commit(); cerr != nil {
-				o.Logger.Error("final commit", "err", cerr)
-			}
-			return fmt.Errorf("chunk input: %w", err)
+		}, commit, "chunk input")
+		if done {
+			return err
 		}
 		c.Inputs.Add(1)
 		if bad != nil {

@@ -117,6 +117,35 @@ func (w *waiter) wait(ctx context.Context, pending bool, read func(context.Conte
 // committed restarts the commit deadline.
 func (w *waiter) committed() { w.lastCommit = time.Now() }
 
+// next reads one input under the waiter's deadlines, committing whenever the commit deadline
+// passes while the input is quiet. It returns a bad input to dead-letter, or done when the loop
+// ends: input exhausted, idle, ctx cancelled (after a last commit, whose error is err), or a
+// fatal read error (err, after a last commit attempt).
+func (w *waiter) next(ctx context.Context, pending bool, read func(context.Context) error, commit func() error, what string) (bad *connectors.BadInputError, done bool, err error) {
+	for {
+		commitDue, idle, err := w.wait(ctx, pending, read)
+		switch {
+		case err == nil:
+			return nil, false, nil
+		case errors.As(err, &bad):
+			return bad, false, nil
+		case idle && !commitDue, errors.Is(err, io.EOF), ctx.Err() != nil:
+			return nil, true, commit()
+		case commitDue:
+			if err := commit(); err != nil {
+				return nil, true, err
+			}
+			w.committed()
+			pending = false
+		default:
+			if cerr := commit(); cerr != nil {
+				w.o.Logger.Error("final commit", "err", cerr)
+			}
+			return nil, true, fmt.Errorf("%s: %w", what, err)
+		}
+	}
+}
+
 type pendingAck struct {
 	ack connectors.AckFunc
 }
@@ -164,27 +193,12 @@ func Ingest(ctx context.Context, src connectors.Source, out RawWriter, dl connec
 	for {
 		var doc schemas.Document
 		var ack connectors.AckFunc
-		commitDue, idle, err := w.wait(ctx, len(pending) > 0, func(rctx context.Context) (err error) {
+		bad, done, err := w.next(ctx, len(pending) > 0, func(rctx context.Context) (err error) {
 			doc, ack, err = src.Read(rctx)
 			return err
-		})
-		var bad *connectors.BadInputError
-		switch {
-		case err == nil:
-		case errors.As(err, &bad):
-		case idle && !commitDue, errors.Is(err, io.EOF), ctx.Err() != nil:
-			return commit()
-		case commitDue:
-			if err := commit(); err != nil {
-				return err
-			}
-			w.committed()
-			continue
-		default:
-			if cerr := commit(); cerr != nil {
-				o.Logger.Error("final commit", "err", cerr)
-			}
-			return fmt.Errorf("source: %w", err)
+		}, commit, "source")
+		if done {
+			return err
 		}
 		s := seq
 		seq++
