@@ -50,20 +50,32 @@ func LoadBEIRSplit(dir, split string) (*Dataset, error) {
 	if split == "" || strings.ContainsAny(split, `/\`) {
 		return nil, fmt.Errorf("eval: invalid split name %q", split)
 	}
-	corpus, err := loadDocs(filepath.Join(dir, "corpus.jsonl"), "corpus")
+	corpus, err := ReadDocs(filepath.Join(dir, "corpus.jsonl"), "corpus")
 	if err != nil {
 		return nil, err
 	}
-	qdocs, err := loadDocs(filepath.Join(dir, "queries.jsonl"), "query")
+	qdocs, err := ReadDocs(filepath.Join(dir, "queries.jsonl"), "query")
 	if err != nil {
 		return nil, err
 	}
-	ds := &Dataset{Corpus: corpus, Queries: make([]Query, len(qdocs)), Qrels: Qrels{}}
+	ds := &Dataset{Corpus: corpus, Queries: make([]Query, len(qdocs))}
 	for i, d := range qdocs {
 		ds.Queries[i] = Query{ID: d.ID, Text: d.Text}
 	}
+	qrels, err := ReadQrels(filepath.Join(dir, "qrels", split+".tsv"))
+	if err != nil {
+		return nil, err
+	}
+	ds.Qrels = qrels
+	return ds, nil
+}
+
+// ReadQrels reads a BEIR qrels TSV file (or path+".gz"): an optional "query-id" header, then
+// one "query-id\tcorpus-id\tscore" row per judgement. A pair judged twice is an error.
+func ReadQrels(path string) (Qrels, error) {
+	qrels := Qrels{}
 	first := true
-	err = eachFileLine(filepath.Join(dir, "qrels", split+".tsv"), func(line []byte) error {
+	err := eachFileLine(path, func(line []byte) error {
 		s := string(line)
 		isHeader := first && strings.HasPrefix(s, "query-id")
 		first = false
@@ -74,26 +86,32 @@ func LoadBEIRSplit(dir, split string) (*Dataset, error) {
 		if err != nil {
 			return err
 		}
-		row := ds.Qrels[q]
-		if row == nil {
-			row = map[string]int{}
-			ds.Qrels[q] = row
-		}
-		if _, dup := row[d]; dup {
-			return fmt.Errorf("duplicate qrel (%q, %q)", q, d)
-		}
-		row[d] = score
-		return nil
+		return qrels.Add(q, d, score)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return ds, nil
+	return qrels, nil
 }
 
-// loadDocs reads a corpus or queries JSONL file; ids must be unique because qrels and
-// self-match removal look documents up by id.
-func loadDocs(path, kind string) ([]Doc, error) {
+// Add records one judgement; a pair judged twice is an error because the two grades may
+// disagree and either choice would silently change the metrics.
+func (q Qrels) Add(queryID, corpusID string, score int) error {
+	row := q[queryID]
+	if row == nil {
+		row = map[string]int{}
+		q[queryID] = row
+	}
+	if _, dup := row[corpusID]; dup {
+		return fmt.Errorf("duplicate qrel (%q, %q)", queryID, corpusID)
+	}
+	row[corpusID] = score
+	return nil
+}
+
+// ReadDocs reads a BEIR corpus or queries JSONL file (or path+".gz"); kind names the file in
+// errors. Ids must be unique because qrels and self-match removal look documents up by id.
+func ReadDocs(path, kind string) ([]Doc, error) {
 	var docs []Doc
 	seen := map[string]bool{}
 	err := eachFileLine(path, func(line []byte) error {
