@@ -65,7 +65,8 @@ test-go:
 SMOKE_FUZZ := ./connectors/uspto/patentxml/:FuzzParseDocument ./connectors/uspto/:FuzzSplit \
 	./connectors/wikipedia/:FuzzScanPages ./connectors/wikipedia/wikitext/:FuzzPlain ./connectors/jsonl/:FuzzParseLine \
 	./schemas/:FuzzDecodeChunkDoc ./schemas/:FuzzDecodeDocVector ./schemas/:FuzzDecodeRawDocument \
-	./connectors/kafka/fragment/:FuzzFragmentHeaders ./connectors/kafka/fragment/:FuzzAssembler
+	./connectors/kafka/fragment/:FuzzFragmentHeaders ./connectors/kafka/fragment/:FuzzAssembler \
+	./pipelines/irdata/:FuzzLoCoRecords
 SMOKE_FUZZTIME ?= 50000x
 fuzz-smoke:
 	@for t in $(SMOKE_FUZZ); do pkg=$${t%%:*}; fn=$${t##*:}; \
