@@ -87,7 +87,7 @@ func TestBenchdataThroughEval(t *testing.T) {
 	}
 	cfg := testConfig(t, dir, filepath.Join(dir, "unused.jsonl"))
 	cfg.GN.Name, cfg.GN.Model, cfg.GN.Tokenizer = "all-minilm-l6-v2", model, tokPath
-	sum, err := evaluate(context.Background(), cfg, data, "test", 3, true, filepath.Join(dir, "eval"))
+	sum, err := evaluateDir(context.Background(), cfg, data, "test", 3, true, filepath.Join(dir, "eval"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/reignpipe/reignpipe/internal/atomicfile"
 	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/irdata"
 	"github.com/reignpipe/reignpipe/stages/aggregate"
 	"github.com/reignpipe/reignpipe/stages/chunk"
 	"github.com/reignpipe/reignpipe/stages/eval"
@@ -38,36 +39,56 @@ type SystemResult struct {
 
 // EvalSummary is what `reignpipe eval` prints and writes.
 type EvalSummary struct {
-	Data           string         `json:"data"`
-	Split          string         `json:"split"`
-	K              int            `json:"k"`
-	SelfMatch      bool           `json:"self_match_removed"`
-	Corpus         int            `json:"corpus"`
-	Queries        int            `json:"queries"`
-	SkippedQueries int            `json:"queries_without_relevant_docs"`
+	Data   string `json:"data"`
+	Format string `json:"format"`
+	Subset string `json:"subset,omitempty"`
+	Split  string `json:"split"`
+	K      int    `json:"k"`
+	// SelfMatch: hits whose id equals the query id were dropped (every benchmark but LoCo).
+	SelfMatch bool `json:"self_match_removed"`
+	Corpus    int  `json:"corpus"`
+	// Queries judged in the split, the ones encoded and scored; the others are not encoded.
+	Queries int `json:"queries"`
+	// Judged queries with no relevant document (all grades 0): no metric is defined for them.
+	SkippedQueries int `json:"queries_without_relevant_docs"`
+	// Records the reader left out, by reason (e.g. a null LoCo passage).
+	RecordsSkipped map[string]int `json:"records_skipped,omitempty"`
 	GNWindows      int64          `json:"gn_windows"` // windows the GN embedded for this eval (cache misses)
 	Systems        []SystemResult `json:"systems"`
 }
 
-// cmdEval encodes a BEIR-layout dataset's corpus and queries through the pipeline (chunk
-// cache included) and compares, on the same data in one run: BM25 over the same text, the
-// bare GN on the first window only, the GN chunked mean-pool and, when a checkpoint is
-// configured, REIGN.
+// evalOptions are `reignpipe eval`'s settings besides the pipeline and the data.
+type evalOptions struct {
+	Split    string
+	K        int
+	DropSelf bool
+	Out      string
+}
+
+// cmdEval encodes a benchmark's corpus and queries through the pipeline (chunk cache
+// included) and compares, on the same data in one run: BM25 over the same text, the bare GN on
+// the first window only, the GN chunked mean-pool and, when a checkpoint is configured, REIGN.
+// The data may be in any layout pipelines/irdata reads (BEIR / MTEB files, LoCoV1, DAPFAM).
 func cmdEval(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
-	data := fs.String("data", "", "BEIR-layout directory: corpus.jsonl, queries.jsonl, qrels/<split>.tsv")
+	data := fs.String("data", "", "benchmark directory: BEIR/MTEB (JSONL, Parquet or save_to_disk), LoCoV1 or DAPFAM files")
+	format := fs.String("format", irdata.FormatAuto, "layout: auto, beir, loco or dapfam")
+	subset := fs.String("subset", "", "LoCo subtask, or all: every subtask and their macro average")
+	view := fs.String("view", "", "DAPFAM text view: fulltext (default), title-abstract, title-abstract-claims")
 	split := fs.String("split", "test", "qrels split")
-	k := fs.Int("k", 10, "cutoff")
-	keepSelf := fs.Bool("keep-self", false, "do not drop hits whose id equals the query id (LoCo)")
+	k := fs.Int("k", 0, "cutoff (default: the benchmark's own, 100 for DAPFAM, else 10)")
+	keepSelf := fs.Bool("keep-self", false, "do not drop hits whose id equals the query id (default: the benchmark's own; LoCo keeps them)")
 	out := fs.String("out", "out/eval", "where vectors, per-query results and the summary go")
 	checkpoint := fs.String("checkpoint", "", "REIGN checkpoint (else aggregate.checkpoint when aggregate.type is reign)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 || *data == "" || *k < 1 {
-		return errors.New("eval: usage: reignpipe eval --data DIR [--split test] [--k 10] [--out DIR] [--checkpoint DIR] PIPELINE.yaml")
+	if len(pos) != 1 || *data == "" || *k < 0 {
+		return errors.New("eval: usage: reignpipe eval --data DIR [--format auto|beir|loco|dapfam] [--subset NAME|all] [--view V] [--split test] [--k N] [--keep-self] [--out DIR] [--checkpoint DIR] PIPELINE.yaml")
 	}
+	keepSet := false
+	fs.Visit(func(f *flag.Flag) { keepSet = keepSet || f.Name == "keep-self" })
 	cfg, err := pipelines.Load(pos[0])
 	if err != nil {
 		return err
@@ -75,11 +96,34 @@ func cmdEval(ctx context.Context, args []string) error {
 	if *checkpoint != "" {
 		cfg.Aggregate.Type, cfg.Aggregate.Checkpoint = "reign", *checkpoint
 	}
-	sum, err := evaluate(ctx, cfg, *data, *split, *k, !*keepSelf, *out)
+	o := irdata.Options{Format: *format, Subset: *subset, View: *view}
+	if *subset == "all" {
+		o.Subset = ""
+	}
+	src, err := irdata.Open(*data, o)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%-14s %8s %8s %8s %8s   %s\n", "system", "nDCG@"+fmt.Sprint(*k), "P", "R", "MAP", "vs gn-meanpool (diff [95% CI], p)")
+	eo := evalOptions{Split: *split, K: *k, DropSelf: !src.Convention.KeepSelf, Out: *out}
+	if eo.K == 0 {
+		eo.K = src.Convention.K
+	}
+	if keepSet {
+		eo.DropSelf = !*keepSelf
+	}
+	if *subset == "all" {
+		return evaluateSubtasks(ctx, cfg, src, *data, eo)
+	}
+	sum, err := evaluate(ctx, cfg, src, *data, eo)
+	if err != nil {
+		return err
+	}
+	printSummary(sum)
+	return nil
+}
+
+func printSummary(sum *EvalSummary) {
+	fmt.Printf("%-14s %8s %8s %8s %8s   %s\n", "system", "nDCG@"+fmt.Sprint(sum.K), "P", "R", "MAP", "vs gn-meanpool (diff [95% CI], p)")
 	for _, s := range sum.Systems {
 		line := fmt.Sprintf("%-14s %8.4f %8.4f %8.4f %8.4f", s.System, s.NDCG, s.P, s.R, s.MAP)
 		if s.DiffVsMeanPool != nil {
@@ -87,15 +131,37 @@ func cmdEval(ctx context.Context, args []string) error {
 		}
 		fmt.Println(line)
 	}
-	return nil
 }
 
-func evaluate(ctx context.Context, cfg *pipelines.Config, dataDir, split string, k int, dropSelf bool, outDir string) (*EvalSummary, error) {
-	ds, err := eval.LoadBEIRSplit(dataDir, split)
+// evaluateDir evaluates the benchmark in dir, read with the format detected, by its own
+// conventions except for split, k and self-match removal.
+func evaluateDir(ctx context.Context, cfg *pipelines.Config, dir, split string, k int, dropSelf bool, outDir string) (*EvalSummary, error) {
+	src, err := irdata.Open(dir, irdata.Options{})
 	if err != nil {
 		return nil, err
 	}
-	sum := &EvalSummary{Data: dataDir, Split: split, K: k, SelfMatch: dropSelf, Corpus: len(ds.Corpus), Queries: len(ds.Queries)}
+	return evaluate(ctx, cfg, src, dir, evalOptions{Split: split, K: k, DropSelf: dropSelf, Out: outDir})
+}
+
+func evaluate(ctx context.Context, cfg *pipelines.Config, src *irdata.Source, data string, o evalOptions) (*EvalSummary, error) {
+	full, err := src.Dataset(o.Split)
+	if err != nil {
+		return nil, err
+	}
+	// Only the split's judged queries are encoded: the others would cost GN time and score
+	// nothing (DAPFAM's test split judges 15% of its queries, LoCo's subtasks their own).
+	ds := &eval.Dataset{Corpus: full.Corpus, Qrels: full.Qrels}
+	for _, q := range full.Queries {
+		if _, judged := full.Qrels[q.ID]; judged {
+			ds.Queries = append(ds.Queries, q)
+		}
+	}
+	if len(ds.Queries) == 0 {
+		return nil, fmt.Errorf("eval: split %q judges none of the %d queries", o.Split, len(full.Queries))
+	}
+	split, k, dropSelf, outDir := o.Split, o.K, o.DropSelf, o.Out
+	sum := &EvalSummary{Data: data, Format: src.Format, Split: split, K: k, SelfMatch: dropSelf,
+		Corpus: len(ds.Corpus), Queries: len(ds.Queries), RecordsSkipped: src.Skipped}
 
 	// 1. Both sides through the pipeline: fills the chunk cache and the doc manifests every
 	// system below is computed from.

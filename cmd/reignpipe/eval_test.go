@@ -68,7 +68,7 @@ func TestEvalComparesSystems(t *testing.T) {
 	cfg.Aggregate.Type, cfg.Aggregate.Checkpoint = "reign", ckDir
 	out := filepath.Join(dir, "eval")
 
-	sum, err := evaluate(context.Background(), cfg, data, "test", 10, true, out)
+	sum, err := evaluateDir(context.Background(), cfg, data, "test", 10, true, out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,11 +102,88 @@ func TestEvalComparesSystems(t *testing.T) {
 		t.Fatalf("per-query file: %v\n%s", err, tsv)
 	}
 
-	again, err := evaluate(context.Background(), cfg, data, "test", 10, true, out)
+	again, err := evaluateDir(context.Background(), cfg, data, "test", 10, true, out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if again.GNWindows != 0 || again.Systems[2].NDCG != got["gn-meanpool"].NDCG {
 		t.Fatalf("second evaluation: %d GN windows, %+v", again.GNWindows, again.Systems[2])
+	}
+}
+
+// TestEvalLoCoSubtasks evaluates LoCoV1-layout files (documents/<subtask>_test.jsonl, binary
+// answer_pids) with --subset all: each subtask is ranked against its own corpus only, self
+// matches are kept (LoCo's convention) and eval-macro.json holds the unweighted mean.
+func TestEvalLoCoSubtasks(t *testing.T) {
+	model, tokPath := testenv.GN(t, "bge-small-en-v15")
+	t.Setenv("REIGNPIPE_ORT_LIB", testenv.ORTLibrary(t))
+	dir := t.TempDir()
+	data := filepath.Join(dir, "loco")
+	os.MkdirAll(filepath.Join(data, "LoCoV1-Documents", "documents"), 0o755)
+	os.MkdirAll(filepath.Join(data, "LoCoV1-Queries", "documents"), 0o755)
+	docs := map[string][]string{
+		"gov_report": {"Volcanoes erupt molten rock called lava from a magma chamber.", "The piano's hammers strike strings.", "Bread dough rises as yeast ferments."},
+		"qmsum":      {"A satellite stays in orbit because its speed balances gravity.", "In chess the game ends at checkmate.", "Honey bees store nectar as honey in wax combs."},
+	}
+	queries := map[string][][2]string{
+		"gov_report": {{"how does magma reach the surface", "0"}, {"baking with yeast", "2"}},
+		"qmsum":      {{"why do satellites not fall down", "0"}, {"where do bees keep honey", "2"}},
+	}
+	for task, texts := range docs {
+		var d, q strings.Builder
+		for i, text := range texts {
+			b, _ := json.Marshal(map[string]any{"pid": fmt.Sprintf("%s_Passage_%d", task, i), "passage": text, "dataset": task})
+			d.Write(append(b, '\n'))
+		}
+		for i, qa := range queries[task] {
+			b, _ := json.Marshal(map[string]any{"qid": fmt.Sprintf("%s_Query_%d", task, i), "query": qa[0],
+				"answer_pids": []string{task + "_Passage_" + qa[1]}, "dataset": task})
+			q.Write(append(b, '\n'))
+		}
+		os.WriteFile(filepath.Join(data, "LoCoV1-Documents", "documents", task+"_test.jsonl"), []byte(d.String()), 0o644)
+		os.WriteFile(filepath.Join(data, "LoCoV1-Queries", "documents", task+"_test.jsonl"), []byte(q.String()), 0o644)
+	}
+	yaml := fmt.Sprintf("version: 1\nname: loco\nsource: {type: jsonl, path: unused.jsonl}\ngn: {name: bge-small-en-v15, model: %q, tokenizer: %q}\ncache: {dir: %q}\nsinks: [{type: jsonl, dir: unused}]\n",
+		model, tokPath, filepath.Join(dir, "cache"))
+	pipeline := filepath.Join(dir, "pipeline.yaml")
+	if err := os.WriteFile(pipeline, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "eval")
+	if err := cmdEval(context.Background(), []string{"--data", data, "--subset", "all", "--out", out, pipeline}); err != nil {
+		t.Fatal(err)
+	}
+	var ms MacroSummary
+	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(out, "eval-macro.json"))), &ms); err != nil {
+		t.Fatal(err)
+	}
+	if ms.Format != "loco" || ms.K != 10 || fmt.Sprint(ms.Subtasks) != "[gov_report qmsum]" {
+		t.Fatalf("macro summary %+v", ms)
+	}
+	for _, sys := range []string{"bm25", "gn-truncated", "gn-meanpool"} {
+		var sum float64
+		for _, task := range ms.Subtasks {
+			s := ms.PerSubset[task]
+			if s.Corpus != 3 || s.Queries != 2 || s.SelfMatch || s.K != 10 {
+				t.Fatalf("%s: %+v", task, s)
+			}
+			for _, r := range s.Systems {
+				if r.System == sys {
+					sum += r.NDCG
+				}
+			}
+		}
+		if got, want := ms.Macro[sys].NDCG, sum/2; got != want || ms.Macro[sys].Subtasks != 2 {
+			t.Errorf("%s macro nDCG %v, want %v", sys, got, want)
+		}
+	}
+	// Each subtask's hits come from its own corpus only.
+	for _, task := range ms.Subtasks {
+		if tsv := readFile(t, filepath.Join(out, task, "per-query-gn-meanpool.tsv")); strings.Count(tsv, "\n") != 3 {
+			t.Errorf("%s per-query file:\n%s", task, tsv)
+		}
+	}
+	if ms.Macro["gn-meanpool"].NDCG < 0.8 {
+		t.Errorf("gn-meanpool macro nDCG %v on these easy pairs", ms.Macro["gn-meanpool"].NDCG)
 	}
 }

@@ -2,7 +2,10 @@
 //
 //	reignpipe run [flags] PIPELINE.yaml      run a pipeline in this process (embedded mode)
 //	reignpipe stage NAME [flags] PIPELINE.yaml  run one stage of a pipeline against Kafka (distributed mode)
-//	reignpipe eval [flags] PIPELINE.yaml     BM25, GN truncated, GN mean-pool, REIGN on a BEIR dataset
+//	reignpipe eval [flags] PIPELINE.yaml     BM25, GN truncated, GN mean-pool, REIGN on a benchmark
+//	reignpipe train [flags] PIPELINE.yaml    train REIGN over the cached chunk embeddings
+//	reignpipe benchdata [flags]              build a benchmark from real documents
+//	reignpipe importdata [flags]             rewrite a published benchmark (LoCoV1, DAPFAM, MTEB) as BEIR
 //	reignpipe reaggregate [flags] PIPELINE.yaml  rebuild every document vector from the chunk cache
 //	reignpipe neighbors [flags]              nearest documents to one document, from a vector sink
 //	reignpipe version
@@ -70,11 +73,12 @@ func usage(w io.Writer) {
 usage:
   reignpipe run [--from-scratch] [--input PATH] [--log-format text|json] PIPELINE.yaml
   reignpipe stage ingest|embed|aggregate|process [--idle-exit D] [--cache-dir D] [--metrics-addr A] PIPELINE.yaml
-  reignpipe eval --data BEIR_DIR [--split test] [--k 10] [--checkpoint DIR] PIPELINE.yaml
+  reignpipe eval --data DIR [--format auto|beir|loco|dapfam] [--subset NAME|all] [--view V] [--split test] [--k N] [--keep-self] [--checkpoint DIR] PIPELINE.yaml
   reignpipe train --data BEIR_DIR --out DIR [--size small-l2] [--epochs 50] [--seed 42] [--loss cosine3|infonce] [--self-supervised] PIPELINE.yaml [-- TRAINER FLAGS]
   reignpipe reaggregate --out DIR [--checkpoint DIR] PIPELINE.yaml
   reignpipe neighbors --vectors DIR [--doc ID|--title TITLE] [--k 5]
   reignpipe benchdata --kind patent-claims|halves --source wikipedia|jsonl|uspto|textdir --input PATH --out DIR [--seed 42] [--min-chars 2000]
+  reignpipe importdata --data DIR --out DIR [--format auto|beir|loco|dapfam] [--subset NAME] [--view V] [--seed 42]
   reignpipe version
 `)
 }
@@ -102,6 +106,8 @@ func main() {
 		err = cmdNeighbors(os.Args[2:])
 	case "benchdata":
 		err = cmdBenchdata(ctx, os.Args[2:])
+	case "importdata":
+		err = cmdImportdata(os.Args[2:])
 	case "version", "--version":
 		fmt.Println("reignpipe", version)
 	case "help", "-h", "--help":

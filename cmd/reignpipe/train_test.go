@@ -203,7 +203,7 @@ func TestTrainREIGN(t *testing.T) {
 			t.Fatalf("%s: trainer scored %d queries, want 6", split, len(want))
 		}
 		evalOut := filepath.Join(dir, "eval-"+split)
-		es, err := evaluate(context.Background(), cfg, data, split, rep.K, true, evalOut)
+		es, err := evaluateDir(context.Background(), cfg, data, split, rep.K, true, evalOut)
 		if err != nil {
 			t.Fatal(err)
 		}

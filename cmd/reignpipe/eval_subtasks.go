@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+
+	"github.com/reignpipe/reignpipe/internal/atomicfile"
+	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/irdata"
+)
+
+// MacroSummary is `reignpipe eval --subset all`: every subtask evaluated against its own
+// corpus, and each system's unweighted mean over the subtasks (LoCo's headline number).
+type MacroSummary struct {
+	Data      string                  `json:"data"`
+	Format    string                  `json:"format"`
+	Split     string                  `json:"split"`
+	K         int                     `json:"k"`
+	Subtasks  []string                `json:"subtasks"`
+	Macro     map[string]MacroMetrics `json:"macro"` // system → mean over subtasks
+	PerSubset map[string]*EvalSummary `json:"per_subtask"`
+}
+
+// MacroMetrics are one system's metrics averaged over subtasks.
+type MacroMetrics struct {
+	NDCG     float64 `json:"ndcg"`
+	P        float64 `json:"precision"`
+	R        float64 `json:"recall"`
+	MAP      float64 `json:"map"`
+	Subtasks int     `json:"subtasks"`
+}
+
+func evaluateSubtasks(ctx context.Context, cfg *pipelines.Config, src *irdata.Source, data string, o evalOptions) error {
+	tasks := src.Subtasks()
+	if len(tasks) == 0 {
+		return fmt.Errorf("eval: --subset all: %s has no subtasks", src.Format)
+	}
+	ms := MacroSummary{Data: data, Format: src.Format, Split: o.Split, K: o.K, Subtasks: tasks,
+		Macro: map[string]MacroMetrics{}, PerSubset: map[string]*EvalSummary{}}
+	var order []string
+	for _, task := range tasks {
+		sub, err := src.Subset(task)
+		if err != nil {
+			return err
+		}
+		so := o
+		so.Out = filepath.Join(o.Out, task)
+		sum, err := evaluate(ctx, cfg, sub, data, so)
+		if err != nil {
+			return fmt.Errorf("subtask %s: %w", task, err)
+		}
+		sum.Subset = task
+		ms.PerSubset[task] = sum
+		fmt.Printf("== %s (%d queries, %d documents)\n", task, sum.Queries, sum.Corpus)
+		printSummary(sum)
+		for _, s := range sum.Systems {
+			m, seen := ms.Macro[s.System]
+			if !seen {
+				order = append(order, s.System)
+			}
+			m.NDCG += s.NDCG
+			m.P += s.P
+			m.R += s.R
+			m.MAP += s.MAP
+			m.Subtasks++
+			ms.Macro[s.System] = m
+		}
+	}
+	fmt.Printf("== macro average over %d subtasks\n%-14s %8s %8s %8s %8s\n", len(tasks), "system", fmt.Sprintf("nDCG@%d", o.K), "P", "R", "MAP")
+	for _, name := range order {
+		m := ms.Macro[name]
+		n := float64(m.Subtasks)
+		m.NDCG, m.P, m.R, m.MAP = m.NDCG/n, m.P/n, m.R/n, m.MAP/n
+		ms.Macro[name] = m
+		fmt.Printf("%-14s %8.4f %8.4f %8.4f %8.4f\n", name, m.NDCG, m.P, m.R, m.MAP)
+	}
+	b, _ := json.MarshalIndent(ms, "", "  ")
+	return atomicfile.Write(filepath.Join(o.Out, "eval-macro.json"), append(b, '\n'))
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/reignpipe/reignpipe/pipelines/irdata"
+)
+
+const importdataUsage = "importdata: usage: reignpipe importdata --data DIR --out DIR [--format auto|beir|loco|dapfam] [--subset NAME] [--view V] [--seed 42]"
+
+// cmdImportdata rewrites a published benchmark (any layout pipelines/irdata reads) in the plain
+// BEIR layout that `reignpipe train` and other BEIR tools take.
+func cmdImportdata(args []string) error {
+	fs := flag.NewFlagSet("importdata", flag.ContinueOnError)
+	data := fs.String("data", "", "benchmark directory as published (BEIR/MTEB JSONL, Parquet or save_to_disk; LoCoV1; DAPFAM)")
+	out := fs.String("out", "", "output directory: corpus.jsonl, queries.jsonl, qrels/<split>.tsv, import.json")
+	format := fs.String("format", irdata.FormatAuto, "layout: auto, beir, loco or dapfam")
+	subset := fs.String("subset", "", "LoCo subtask (default: all subtasks in one corpus)")
+	view := fs.String("view", "", "DAPFAM text view: fulltext (default), title-abstract, title-abstract-claims")
+	seed := fs.Uint64("seed", 42, "seed of DAPFAM's query-disjoint train/val/test split")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 || *data == "" || *out == "" {
+		return errors.New(importdataUsage)
+	}
+	o := irdata.Options{Format: *format, Subset: *subset, View: *view, Seed: *seed}
+	src, err := irdata.Open(*data, o)
+	if err != nil {
+		return err
+	}
+	if err := irdata.WriteBEIR(*out, src, irdata.ImportSummary{Input: *data, Options: o}); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stdout, "%s from %s: %d documents, %d queries, splits %v, skipped %v\nwrote %s\n",
+		src.Format, *data, len(src.Corpus), len(src.Queries), src.Splits(), src.Skipped, *out)
+	return nil
+}
