@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/reignpipe/reignpipe/internal/testenv"
+	"github.com/reignpipe/reignpipe/stages/eval"
 	"github.com/reignpipe/reignpipe/stages/reign"
 )
 
@@ -185,5 +186,18 @@ func TestEvalLoCoSubtasks(t *testing.T) {
 	}
 	if ms.Macro["gn-meanpool"].NDCG < 0.8 {
 		t.Errorf("gn-meanpool macro nDCG %v on these easy pairs", ms.Macro["gn-meanpool"].NDCG)
+	}
+
+	// importdata writes one subtask as plain BEIR, which the evaluator's own loader reads.
+	imported := filepath.Join(dir, "qmsum-beir")
+	if err := cmdImportdata([]string{"--data", data, "--subset", "qmsum", "--out", imported}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := eval.LoadBEIRSplit(imported, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds.Corpus) != 3 || len(ds.Queries) != 2 || ds.Qrels["qmsum_Query_1"]["qmsum_Passage_2"] != 1 {
+		t.Errorf("imported qmsum: %d docs, %d queries, qrels %v", len(ds.Corpus), len(ds.Queries), ds.Qrels)
 	}
 }
