@@ -113,11 +113,25 @@ func (o *trainOptions) validate() error {
 	}
 	if st, err := os.Stat(o.Data); err != nil || !st.IsDir() {
 		errs = append(errs, fmt.Sprintf("--data %q is not a directory", o.Data))
+	} else if !plainBEIR(o.Data) {
+		// The trainer reads corpus.jsonl, queries.jsonl and qrels/*.tsv itself.
+		errs = append(errs, fmt.Sprintf("--data %q has no corpus.jsonl (the plain BEIR layout the trainer reads); "+
+			"rewrite it with: reignpipe importdata --data %s --out DIR", o.Data, o.Data))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("train: %s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// plainBEIR reports whether dir holds corpus.jsonl or corpus.jsonl.gz.
+func plainBEIR(dir string) bool {
+	for _, name := range []string{"corpus.jsonl", "corpus.jsonl.gz"} {
+		if st, err := os.Stat(filepath.Join(dir, name)); err == nil && st.Mode().IsRegular() {
+			return true
+		}
+	}
+	return false
 }
 
 func contains(list []string, s string) bool {

@@ -238,7 +238,11 @@ func TestTrainREIGN(t *testing.T) {
 func TestTrainRefusesBadInput(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, dir, filepath.Join(dir, "unused.jsonl"))
-	base := trainOptions{Data: dir, Out: filepath.Join(dir, "out"), Size: "small-l2", Loss: "cosine3", Epochs: 1}
+	data := filepath.Join(dir, "data")
+	os.MkdirAll(data, 0o755)
+	os.WriteFile(filepath.Join(data, "corpus.jsonl"), []byte(`{"_id":"d","text":"x"}`+"\n"), 0o644)
+	os.WriteFile(filepath.Join(data, "queries.jsonl"), []byte(`{"_id":"q","text":"x"}`+"\n"), 0o644)
+	base := trainOptions{Data: data, Out: filepath.Join(dir, "out"), Size: "small-l2", Loss: "cosine3", Epochs: 1}
 	for _, c := range []struct {
 		edit func(*trainOptions)
 		want string
@@ -247,6 +251,7 @@ func TestTrainRefusesBadInput(t *testing.T) {
 		{func(o *trainOptions) { o.Loss = "mse" }, "--loss"},
 		{func(o *trainOptions) { o.Epochs = 0 }, "--epochs"},
 		{func(o *trainOptions) { o.Data = filepath.Join(dir, "nope") }, "not a directory"},
+		{func(o *trainOptions) { o.Data = dir }, "reignpipe importdata"},
 		{func(o *trainOptions) { o.Python = filepath.Join(dir, "no-python") }, "make train-deps"},
 		{func(o *trainOptions) { o.Python, o.TrainerDir = os.Args[0], dir }, "no reigntrain"},
 	} {
@@ -263,7 +268,7 @@ func TestTrainRefusesBadInput(t *testing.T) {
 		t.Errorf("no qrels: %v", err)
 	}
 	// An unlabelled directory without a corpus.
-	o.SelfSupervised = true
+	o.SelfSupervised, o.Data = true, dir
 	if _, err := train(context.Background(), cfg, o); err == nil || !strings.Contains(err.Error(), "no corpus.jsonl") {
 		t.Errorf("no corpus: %v", err)
 	}
