@@ -13,7 +13,7 @@ TRAIN_PY := $(TRAIN_VENV)/bin/python
 GO ?= go
 # Packages with concurrency worth running under the race detector.
 RACE_PKGS := ./pipelines/embedded/ ./pipelines/distributed/ ./stages/gn/ ./stages/shardcache/ ./connectors/vectorfile/ \
-	./connectors/watchdir/ ./connectors/kafka/
+	./connectors/watchdir/ ./connectors/kafka/ ./connectors/kafka/offsets/
 
 .PHONY: all build fetch kafka pydeps train-deps demo test test-go fuzz-smoke fuzz bench clean
 

@@ -13,6 +13,7 @@ import (
 	kafka "github.com/segmentio/kafka-go"
 
 	"github.com/reignpipe/reignpipe/connectors/kafka/fragment"
+	"github.com/reignpipe/reignpipe/connectors/kafka/offsets"
 )
 
 // ConsumerOptions configures a Consumer. Zero values take the documented defaults.
@@ -106,7 +107,7 @@ type Delivery struct {
 	// Generation is the consumer-group generation the delivery was read in.
 	Generation int32
 
-	part *partitionState
+	part *offsets.Partition
 }
 
 // ConsumerStats counts since the consumer was created.
@@ -128,7 +129,7 @@ type Consumer struct {
 	rc     resolvedClient
 	dialer *kafka.Dialer
 	gcfg   kafka.ConsumerGroupConfig
-	tr     tracker
+	tr     offsets.Tracker
 	asm    fragment.Counters
 	out    chan Delivery
 
@@ -249,25 +250,25 @@ func (c *Consumer) setFatal(err error) {
 // generation stale when it ends. kafka-go ends a generation as soon as any function started on
 // it returns, so these return only when the generation's context is done.
 func (c *Consumer) startGeneration(gen *kafka.Generation) {
-	assigned := make(map[topicPartition]int64)
+	assigned := make(map[offsets.TopicPartition]int64)
 	var names []string
 	for topic, as := range gen.Assignments {
 		for _, a := range as {
-			assigned[topicPartition{topic, a.ID}] = a.Offset
+			assigned[offsets.TopicPartition{Topic: topic, Partition: a.ID}] = a.Offset
 			names = append(names, fmt.Sprintf("%s/%d", topic, a.ID))
 		}
 	}
 	sort.Strings(names)
-	g := c.tr.begin(gen.ID, assigned, gen.CommitOffsets)
+	g := c.tr.Begin(gen.ID, assigned, gen.CommitOffsets)
 	c.log.Info("kafka consumer: joined generation", "group", c.opts.Group, "generation", gen.ID,
 		"member", gen.MemberID, "partitions", names)
 	c.readers.Add(1)
 	gen.Start(func(ctx context.Context) {
 		defer c.readers.Done()
 		<-ctx.Done()
-		c.tr.end(g)
+		c.tr.End(g)
 	})
-	for tp, p := range g.parts {
+	for tp, p := range g.Parts {
 		off := assigned[tp]
 		c.readers.Add(1)
 		gen.Start(func(ctx context.Context) {
@@ -279,16 +280,16 @@ func (c *Consumer) startGeneration(gen *kafka.Generation) {
 
 // readPartition reads one assigned partition from off (a committed offset, or
 // kafka.FirstOffset/LastOffset when the group has none) until the generation ends.
-func (c *Consumer) readPartition(ctx context.Context, p *partitionState, off int64) {
-	log := c.log.With("topic", p.tp.topic, "partition", p.tp.partition, "generation", p.gen.id)
-	start, ok := c.resolveStart(ctx, p.tp, off, log)
-	if !ok || !c.tr.start(p, start) {
+func (c *Consumer) readPartition(ctx context.Context, p *offsets.Partition, off int64) {
+	log := c.log.With("topic", p.TP.Topic, "partition", p.TP.Partition, "generation", p.Gen.ID)
+	start, ok := c.resolveStart(ctx, p.TP, off, log)
+	if !ok || !c.tr.Start(p, start) {
 		return
 	}
 	r := kafka.NewReader(kafka.ReaderConfig{
 		Brokers:        c.rc.brokers,
-		Topic:          p.tp.topic,
-		Partition:      p.tp.partition,
+		Topic:          p.TP.Topic,
+		Partition:      p.TP.Partition,
 		Dialer:         c.dialer,
 		MinBytes:       1,
 		MaxBytes:       c.opts.MaxFetchBytes,
@@ -302,7 +303,7 @@ func (c *Consumer) readPartition(ctx context.Context, p *partitionState, off int
 	})
 	defer r.Close()
 	if err := r.SetOffset(start); err != nil {
-		c.setFatal(fmt.Errorf("kafka consumer: %s/%d: setting the start offset %d: %w", p.tp.topic, p.tp.partition, start, err))
+		c.setFatal(fmt.Errorf("kafka consumer: %s/%d: setting the start offset %d: %w", p.TP.Topic, p.TP.Partition, start, err))
 		<-ctx.Done() // returning early would end the generation for the other partitions too
 		return
 	}
@@ -315,7 +316,7 @@ func (c *Consumer) readPartition(ctx context.Context, p *partitionState, off int
 				return
 			}
 			if fatalAuth(err) {
-				c.setFatal(fmt.Errorf("kafka consumer: reading %s/%d: %w", p.tp.topic, p.tp.partition, err))
+				c.setFatal(fmt.Errorf("kafka consumer: reading %s/%d: %w", p.TP.Topic, p.TP.Partition, err))
 				<-ctx.Done()
 				return
 			}
@@ -331,19 +332,19 @@ func (c *Consumer) readPartition(ctx context.Context, p *partitionState, off int
 			continue // the reader reconnected and re-read what it had handed over
 		}
 		next = m.Offset + 1
-		p.fetched.Store(next)
-		p.high.Store(m.HighWaterMark)
+		p.Fetched.Store(next)
+		p.High.Store(m.HighWaterMark)
 		c.records.Add(1)
 		a, whole := asm.Add(m)
-		if !c.tr.record(p, m.Offset, a, whole, asm.PendingFrom()) {
+		if !c.tr.Record(p, m.Offset, a, whole, asm.PendingFrom()) {
 			return
 		}
 		if !whole {
 			continue
 		}
 		d := Delivery{
-			Topic: p.tp.topic, Partition: p.tp.partition, FirstOffset: a.First, Offset: a.Last,
-			Key: string(a.Key), Value: a.Value, Headers: a.Headers, Generation: p.gen.id, part: p,
+			Topic: p.TP.Topic, Partition: p.TP.Partition, FirstOffset: a.First, Offset: a.Last,
+			Key: string(a.Key), Value: a.Value, Headers: a.Headers, Generation: p.Gen.ID, part: p,
 		}
 		select {
 		case c.out <- d:
@@ -355,7 +356,7 @@ func (c *Consumer) readPartition(ctx context.Context, p *partitionState, off int
 
 // resolveStart turns kafka.FirstOffset/LastOffset into the partition's current first or last
 // offset, so the watermark has a base and the first commit pins where reading began.
-func (c *Consumer) resolveStart(ctx context.Context, tp topicPartition, off int64, log *slog.Logger) (int64, bool) {
+func (c *Consumer) resolveStart(ctx context.Context, tp offsets.TopicPartition, off int64, log *slog.Logger) (int64, bool) {
 	if off >= 0 {
 		return off, true
 	}
@@ -368,7 +369,7 @@ func (c *Consumer) resolveStart(ctx context.Context, tp topicPartition, off int6
 			return first, true
 		}
 		if fatalAuth(err) {
-			c.setFatal(fmt.Errorf("kafka consumer: reading the offsets of %s/%d: %w", tp.topic, tp.partition, err))
+			c.setFatal(fmt.Errorf("kafka consumer: reading the offsets of %s/%d: %w", tp.Topic, tp.Partition, err))
 			<-ctx.Done()
 			return 0, false
 		}
@@ -379,10 +380,10 @@ func (c *Consumer) resolveStart(ctx context.Context, tp topicPartition, off int6
 	}
 }
 
-func (c *Consumer) readOffsets(ctx context.Context, tp topicPartition) (first, last int64, err error) {
+func (c *Consumer) readOffsets(ctx context.Context, tp offsets.TopicPartition) (first, last int64, err error) {
 	for _, b := range c.rc.brokers {
 		var conn *kafka.Conn
-		conn, err = c.dialer.DialLeader(ctx, "tcp", b, tp.topic, tp.partition)
+		conn, err = c.dialer.DialLeader(ctx, "tcp", b, tp.Topic, tp.Partition)
 		if err != nil {
 			continue
 		}
@@ -417,7 +418,7 @@ func (c *Consumer) Next(ctx context.Context) (Delivery, error) {
 		case <-c.fatalCh:
 			return Delivery{}, c.fatal
 		case d := <-c.out:
-			if !c.tr.current(d.part) {
+			if !c.tr.Current(d.part) {
 				c.stale.Add(1)
 				continue
 			}
@@ -431,7 +432,7 @@ func (c *Consumer) Next(ctx context.Context) (Delivery, error) {
 // any goroutine, in any order. Nothing is committed until Commit. An ack of a generation that
 // has ended is ignored: the partition's new owner re-reads from the last commit.
 func (c *Consumer) Ack(d Delivery) {
-	if d.part != nil && !c.tr.ack(d.part, d.FirstOffset, d.Offset) {
+	if d.part != nil && !c.tr.Ack(d.part, d.FirstOffset, d.Offset) {
 		c.stale.Add(1)
 	}
 }
@@ -453,19 +454,19 @@ func (c *Consumer) Commit(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		g, offsets := c.tr.pending()
+		g, offs := c.tr.Pending()
 		if g == nil {
 			return nil
 		}
-		err := g.commit(offsets)
-		c.tr.done(g, offsets, err == nil)
+		err := g.Commit(offs)
+		c.tr.Done(g, offs, err == nil)
 		switch {
 		case err == nil:
 			return nil
 		case generationOver(err):
 			c.lostCommits.Add(1)
 			c.log.Info("kafka consumer: commit refused, the generation ended; the records will be read again",
-				"group", c.opts.Group, "generation", g.id, "err", err)
+				"group", c.opts.Group, "generation", g.ID, "err", err)
 			return nil
 		case !transient(err):
 			return fmt.Errorf("kafka consumer: committing offsets of group %s: %w", c.opts.Group, err)
@@ -479,11 +480,11 @@ func (c *Consumer) Commit(ctx context.Context) error {
 
 // Lag is the sum over assigned partitions of high watermark minus next offset to fetch, as of
 // each partition's last fetch. It is for metrics only and does not block on the network.
-func (c *Consumer) Lag() int64 { return c.tr.lag() }
+func (c *Consumer) Lag() int64 { return c.tr.Lag() }
 
 // Assignment returns the partitions this member holds in the current generation, by topic;
 // nil between generations (during a rebalance). It does not block on the network.
-func (c *Consumer) Assignment() map[string][]int { return c.tr.assignment() }
+func (c *Consumer) Assignment() map[string][]int { return c.tr.Assignment() }
 
 // Stats returns counters since the consumer was created; it does not block on the network.
 func (c *Consumer) Stats() ConsumerStats {

@@ -1,4 +1,4 @@
-package kafka
+package offsets
 
 import (
 	"testing"
@@ -78,26 +78,26 @@ func TestWatermark(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			w := newWatermark(tc.start)
+			w := NewWatermark(tc.start)
 			for i, o := range tc.ops {
 				var got bool
 				switch o.kind {
 				case "deliver":
-					got = w.deliver(o.a, o.b)
+					got = w.Deliver(o.a, o.b)
 				case "ack":
-					got = w.ack(o.a, o.b)
+					got = w.Ack(o.a, o.b)
 				case "advance":
-					w.advance(o.a)
+					w.Advance(o.a)
 					continue
 				}
 				if got != o.ok {
 					t.Fatalf("op %d %s [%d,%d] reported %v, want %v", i, o.kind, o.a, o.b, got, o.ok)
 				}
 			}
-			if got := w.committable(); got != tc.want {
+			if got := w.Committable(); got != tc.want {
 				t.Errorf("committable = %d, want %d", got, tc.want)
 			}
-			if got := w.outstanding(); got != tc.out {
+			if got := w.Outstanding(); got != tc.out {
 				t.Errorf("outstanding = %d, want %d", got, tc.out)
 			}
 		})
@@ -108,16 +108,16 @@ func TestWatermark(t *testing.T) {
 // offset against a direct computation after every ack.
 func TestWatermarkManyOutOfOrder(t *testing.T) {
 	const n = 1000
-	w := newWatermark(100)
+	w := NewWatermark(100)
 	for i := int64(0); i < n; i++ {
-		if !w.deliver(100+i, 100+i) {
+		if !w.Deliver(100+i, 100+i) {
 			t.Fatalf("deliver %d refused", i)
 		}
 	}
 	done := make([]bool, n)
 	for k := 0; k < n; k++ {
 		i := (k * 7919) % n // 7919 is prime, so this visits every index once
-		if !w.ack(100+int64(i), 100+int64(i)) {
+		if !w.Ack(100+int64(i), 100+int64(i)) {
 			t.Fatalf("ack %d refused", i)
 		}
 		done[i] = true
@@ -125,132 +125,132 @@ func TestWatermarkManyOutOfOrder(t *testing.T) {
 		for want-100 < n && done[want-100] {
 			want++
 		}
-		if got := w.committable(); got != want {
+		if got := w.Committable(); got != want {
 			t.Fatalf("after %d acks: committable %d, want %d", k+1, got, want)
 		}
 	}
 }
 
 func TestTrackerGenerations(t *testing.T) {
-	var tr tracker
+	var tr Tracker
 	var commits []map[string]map[int]int64
 	commit := func(o map[string]map[int]int64) error { commits = append(commits, o); return nil }
-	tp0, tp1 := topicPartition{"t", 0}, topicPartition{"t", 1}
+	tp0, tp1 := TopicPartition{"t", 0}, TopicPartition{"t", 1}
 
-	g1 := tr.begin(1, map[topicPartition]int64{tp0: 50, tp1: -2}, commit)
-	p0, p1 := g1.parts[tp0], g1.parts[tp1]
-	if g, _ := tr.pending(); g != nil {
+	g1 := tr.Begin(1, map[TopicPartition]int64{tp0: 50, tp1: -2}, commit)
+	p0, p1 := g1.Parts[tp0], g1.Parts[tp1]
+	if g, _ := tr.Pending(); g != nil {
 		t.Fatal("partitions not started yet must not be committed")
 	}
-	if !tr.start(p0, 50) || !tr.start(p1, 0) {
+	if !tr.Start(p0, 50) || !tr.Start(p1, 0) {
 		t.Fatal("start refused on the live generation")
 	}
 	// p0 resumes at its committed offset: nothing to commit. p1 had no commit: its resolved
 	// start is committed so that a restart does not move it.
-	g, off := tr.pending()
+	g, off := tr.Pending()
 	if g != g1 || len(off["t"]) != 1 || off["t"][1] != 0 {
 		t.Fatalf("pending = %v, want only t/1 at 0", off)
 	}
-	tr.done(g, off, true)
+	tr.Done(g, off, true)
 
 	for o := int64(50); o < 53; o++ {
-		if !tr.record(p0, o, fragment.Message{First: o, Last: o}, true, -1) {
+		if !tr.Record(p0, o, fragment.Message{First: o, Last: o}, true, -1) {
 			t.Fatal("record refused on the live generation")
 		}
 	}
 	// 53..55: a fragment sequence still being assembled.
 	for o := int64(53); o < 56; o++ {
-		tr.record(p0, o, fragment.Message{}, false, 53)
+		tr.Record(p0, o, fragment.Message{}, false, 53)
 	}
-	tr.ack(p0, 52, 52)
-	tr.ack(p0, 50, 50)
-	if g, off = tr.pending(); off["t"][0] != 51 {
+	tr.Ack(p0, 52, 52)
+	tr.Ack(p0, 50, 50)
+	if g, off = tr.Pending(); off["t"][0] != 51 {
 		t.Fatalf("pending = %v, want t/0 at 51", off)
 	}
-	tr.done(g, off, true)
-	tr.ack(p0, 51, 51)
-	if g, off = tr.pending(); off["t"][0] != 53 {
+	tr.Done(g, off, true)
+	tr.Ack(p0, 51, 51)
+	if g, off = tr.Pending(); off["t"][0] != 53 {
 		t.Fatalf("pending = %v, want t/0 at 53 (the unfinished sequence holds it)", off)
 	}
-	tr.done(g, off, false) // the broker refused: the next pending offers it again
-	if g, off = tr.pending(); off["t"][0] != 53 {
+	tr.Done(g, off, false) // the broker refused: the next pending offers it again
+	if g, off = tr.Pending(); off["t"][0] != 53 {
 		t.Fatalf("after a failed commit pending = %v, want t/0 at 53 again", off)
 	}
-	tr.done(g, off, true)
+	tr.Done(g, off, true)
 
 	// A rebalance: generation 2 takes over. Acks of generation 1 are stale.
-	tr.record(p0, 56, fragment.Message{First: 53, Last: 56}, true, -1)
-	tr.end(g1)
-	g2 := tr.begin(2, map[topicPartition]int64{tp0: 53}, commit)
-	q0 := g2.parts[tp0]
-	tr.start(q0, 53)
-	if tr.ack(p0, 53, 56) {
+	tr.Record(p0, 56, fragment.Message{First: 53, Last: 56}, true, -1)
+	tr.End(g1)
+	g2 := tr.Begin(2, map[TopicPartition]int64{tp0: 53}, commit)
+	q0 := g2.Parts[tp0]
+	tr.Start(q0, 53)
+	if tr.Ack(p0, 53, 56) {
 		t.Fatal("ack of an ended generation was accepted")
 	}
-	if tr.current(p0) || !tr.current(q0) {
-		t.Fatal("current() does not follow the generation change")
+	if tr.Current(p0) || !tr.Current(q0) {
+		t.Fatal("Current() does not follow the generation change")
 	}
-	if tr.record(p0, 57, fragment.Message{First: 57, Last: 57}, true, -1) {
+	if tr.Record(p0, 57, fragment.Message{First: 57, Last: 57}, true, -1) {
 		t.Fatal("a reader of an ended generation could still record")
 	}
-	if g, off = tr.pending(); g != nil {
+	if g, off = tr.Pending(); g != nil {
 		t.Fatalf("stale acks leaked into the new generation: pending %v", off)
 	}
-	tr.record(q0, 53, fragment.Message{}, false, 53)
-	tr.record(q0, 56, fragment.Message{First: 53, Last: 56}, true, -1)
-	if !tr.ack(q0, 53, 56) {
+	tr.Record(q0, 53, fragment.Message{}, false, 53)
+	tr.Record(q0, 56, fragment.Message{First: 53, Last: 56}, true, -1)
+	if !tr.Ack(q0, 53, 56) {
 		t.Fatal("ack refused on the live generation")
 	}
-	if g, off = tr.pending(); g != g2 || off["t"][0] != 57 {
+	if g, off = tr.Pending(); g != g2 || off["t"][0] != 57 {
 		t.Fatalf("pending = %v, want t/0 at 57", off)
 	}
-	tr.done(g, off, true)
+	tr.Done(g, off, true)
 	if len(commits) != 0 {
-		t.Fatal("tracker must not call commit itself")
+		t.Fatal("Tracker must not call commit itself")
 	}
 }
 
 // TestTrackerEndWaitsForCommits checks that ending a generation waits for a commit in flight,
 // since the commit uses the generation's connection, which kafka-go closes after the end.
 func TestTrackerEndWaitsForCommits(t *testing.T) {
-	var tr tracker
-	tp := topicPartition{"t", 0}
-	g := tr.begin(3, map[topicPartition]int64{tp: -1}, nil)
-	tr.start(g.parts[tp], 10)
-	pg, off := tr.pending()
+	var tr Tracker
+	tp := TopicPartition{"t", 0}
+	g := tr.Begin(3, map[TopicPartition]int64{tp: -1}, nil)
+	tr.Start(g.Parts[tp], 10)
+	pg, off := tr.Pending()
 	if pg == nil {
 		t.Fatal("nothing pending")
 	}
 	ended := make(chan struct{})
 	go func() {
-		tr.end(g)
+		tr.End(g)
 		close(ended)
 	}()
 	select {
 	case <-ended:
-		t.Fatal("end returned while a commit was in flight")
+		t.Fatal("End returned while a commit was in flight")
 	case <-time.After(50 * time.Millisecond):
 	}
-	tr.done(pg, off, true)
+	tr.Done(pg, off, true)
 	select {
 	case <-ended:
 	case <-time.After(5 * time.Second):
-		t.Fatal("end did not return after the commit finished")
+		t.Fatal("End did not return after the commit finished")
 	}
-	if g2, _ := tr.pending(); g2 != nil {
+	if g2, _ := tr.Pending(); g2 != nil {
 		t.Fatal("an ended generation still offers commits")
 	}
 }
 
 func TestTrackerLag(t *testing.T) {
-	var tr tracker
-	g := tr.begin(1, map[topicPartition]int64{{"t", 0}: 0, {"t", 1}: 0, {"t", 2}: 0}, nil)
-	g.parts[topicPartition{"t", 0}].fetched.Store(10)
-	g.parts[topicPartition{"t", 0}].high.Store(25)
-	g.parts[topicPartition{"t", 1}].fetched.Store(7)
-	g.parts[topicPartition{"t", 1}].high.Store(7)
+	var tr Tracker
+	g := tr.Begin(1, map[TopicPartition]int64{{"t", 0}: 0, {"t", 1}: 0, {"t", 2}: 0}, nil)
+	g.Parts[TopicPartition{"t", 0}].Fetched.Store(10)
+	g.Parts[TopicPartition{"t", 0}].High.Store(25)
+	g.Parts[TopicPartition{"t", 1}].Fetched.Store(7)
+	g.Parts[TopicPartition{"t", 1}].High.Store(7)
 	// t/2 has fetched nothing yet and is left out.
-	if got := tr.lag(); got != 15 {
+	if got := tr.Lag(); got != 15 {
 		t.Fatalf("lag = %d, want 15", got)
 	}
 }
