@@ -15,6 +15,8 @@ OUT_DIR receives:
                  the layout the REIGN authors' conversions write)
   beir-parquet/  corpus/corpus-00000-of-00001.parquet, queries/queries-00000-of-00001.parquet,
                  qrels/<split>.jsonl (the MTEB Hub layout), scores as float64
+  beir-hub/      corpus/corpus-00000-of-00001.parquet, queries/..., data/<split>-00000-of-00001.parquet
+                 (where push_to_hub puts a dataset's "default" config, here the qrels)
   beir-export/   corpus/corpus/0000.parquet ... default/<split>/0000.parquet (the Hub's parquet export)
   loco/          LoCoV1-Documents/documents/<subtask>_test.jsonl and LoCoV1-Queries/documents/...
   dapfam/        corpus.parquet, queries.parquet, qrels_all.parquet
@@ -47,6 +49,15 @@ def main():
     os.makedirs(os.path.join(d, "qrels"), exist_ok=True)
     for s, ds in qrels.items():
         ds.to_json(os.path.join(d, "qrels", f"{s}.jsonl"), lines=True)
+
+    # push_to_hub's file layout: non-default configs in <config>/, the default config in data/.
+    d = os.path.join(out, "beir-hub")
+    for name, ds in (("corpus", corpus), ("queries", queries)):
+        os.makedirs(os.path.join(d, name), exist_ok=True)
+        ds.to_parquet(os.path.join(d, name, f"{name}-00000-of-00001.parquet"))
+    os.makedirs(os.path.join(d, "data"), exist_ok=True)
+    for s, ds in qrels.items():
+        ds.to_parquet(os.path.join(d, "data", f"{s}-00000-of-00001.parquet"))
 
     d = os.path.join(out, "beir-export")
     for cfg, split, ds in [("corpus", "corpus", corpus), ("queries", "queries", queries)] + [

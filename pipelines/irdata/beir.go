@@ -16,8 +16,8 @@ var shardSuffix = regexp.MustCompile(`-\d{5}-of-\d{5}$`)
 
 // openBEIR reads the BEIR / MTEB three-config layout. Corpus and queries are
 // corpus.jsonl[.gz] / corpus.parquet / a corpus/ directory of table files (likewise queries);
-// qrels are the files or directories under qrels/ or default/ (the Hub's config name), one
-// split per name: test.tsv, test.jsonl, test-00000-of-00001.parquet, test/…
+// qrels are the files or directories under qrels/, default/ (the Hub's config name) or data/,
+// one split per name: test.tsv, test.jsonl, test-00000-of-00001.parquet, test/…
 func openBEIR(dir string) (*Source, error) {
 	s := &Source{Qrels: map[string]eval.Qrels{}, Convention: Convention{K: 10}}
 	cf, err := locate(dir, "corpus")
@@ -76,10 +76,11 @@ func locate(dir, name string) ([]string, error) {
 	return nil, fmt.Errorf("no %s: looked for %[1]s.jsonl[.gz], %[1]s.parquet and %[1]s/ holding .jsonl, .parquet or .arrow files", name)
 }
 
-// qrelsFiles maps each split to its files under qrels/ and default/.
+// qrelsFiles maps each split to its files under qrels/, default/ and data/ (where
+// push_to_hub puts the "default" config's shards: data/test-00000-of-00001.parquet).
 func qrelsFiles(dir string) (map[string][]string, error) {
 	out := map[string][]string{}
-	for _, sub := range []string{"qrels", "default"} {
+	for _, sub := range []string{"qrels", "default", "data"} {
 		ents, err := os.ReadDir(filepath.Join(dir, sub))
 		if os.IsNotExist(err) {
 			continue
@@ -90,7 +91,7 @@ func qrelsFiles(dir string) (map[string][]string, error) {
 		for _, e := range ents {
 			p := filepath.Join(dir, sub, e.Name())
 			switch {
-			case strings.HasPrefix(e.Name(), "."):
+			case strings.HasPrefix(e.Name(), "."), sub == "data" && isDocsConfig(e.Name()):
 			case e.IsDir():
 				files, err := tableFiles(p)
 				if err != nil {
@@ -110,9 +111,14 @@ func qrelsFiles(dir string) (map[string][]string, error) {
 		slices.Sort(files)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no qrels: looked for qrels/<split>.tsv|.jsonl|.parquet and default/<split>…")
+		return nil, fmt.Errorf("no qrels: looked for qrels/, default/ and data/ holding <split>.tsv|.jsonl|.parquet or <split>/")
 	}
 	return out, nil
+}
+
+// isDocsConfig reports whether a data/ entry holds corpus or queries rather than qrels.
+func isDocsConfig(name string) bool {
+	return strings.HasPrefix(name, "corpus") || strings.HasPrefix(name, "queries")
 }
 
 func isTSV(p string) bool {

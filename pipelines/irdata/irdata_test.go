@@ -133,7 +133,7 @@ func checkBEIR(t *testing.T, s *Source) {
 
 func TestHuggingFaceLayouts(t *testing.T) {
 	out := hfFixtures(t)
-	for _, layout := range []string{"beir-disk", "beir-parquet", "beir-export"} {
+	for _, layout := range []string{"beir-disk", "beir-parquet", "beir-hub", "beir-export"} {
 		t.Run(layout, func(t *testing.T) {
 			s, err := Open(filepath.Join(out, layout), Options{})
 			if err != nil {
