@@ -104,6 +104,9 @@ func cmdEval(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if src.Format == irdata.FormatLoCo && *subset == "" {
+		return fmt.Errorf("eval: LoCo is scored per subtask: give --subset NAME (one of %s) or --subset all", strings.Join(src.Subtasks(), ", "))
+	}
 	eo := evalOptions{Split: *split, K: *k, DropSelf: !src.Convention.KeepSelf, Out: *out}
 	if eo.K == 0 {
 		eo.K = src.Convention.K
@@ -131,16 +134,6 @@ func printSummary(sum *EvalSummary) {
 		}
 		fmt.Println(line)
 	}
-}
-
-// evaluateDir evaluates the benchmark in dir, read with the format detected, by its own
-// conventions except for split, k and self-match removal.
-func evaluateDir(ctx context.Context, cfg *pipelines.Config, dir, split string, k int, dropSelf bool, outDir string) (*EvalSummary, error) {
-	src, err := irdata.Open(dir, irdata.Options{})
-	if err != nil {
-		return nil, err
-	}
-	return evaluate(ctx, cfg, src, dir, evalOptions{Split: split, K: k, DropSelf: dropSelf, Out: outDir})
 }
 
 func evaluate(ctx context.Context, cfg *pipelines.Config, src *irdata.Source, data string, o evalOptions) (*EvalSummary, error) {

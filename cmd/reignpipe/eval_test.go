@@ -11,9 +11,21 @@ import (
 	"testing"
 
 	"github.com/reignpipe/reignpipe/internal/testenv"
+	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/irdata"
 	"github.com/reignpipe/reignpipe/stages/eval"
 	"github.com/reignpipe/reignpipe/stages/reign"
 )
+
+// evaluateDir evaluates the benchmark in dir, read with the format detected, by its own
+// conventions except for split, k and self-match removal.
+func evaluateDir(ctx context.Context, cfg *pipelines.Config, dir, split string, k int, dropSelf bool, outDir string) (*EvalSummary, error) {
+	src, err := irdata.Open(dir, irdata.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return evaluate(ctx, cfg, src, dir, evalOptions{Split: split, K: k, DropSelf: dropSelf, Out: outDir})
+}
 
 func writeBEIR(t *testing.T, dir string) {
 	t.Helper()
@@ -151,6 +163,9 @@ func TestEvalLoCoSubtasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "eval")
+	if err := cmdEval(context.Background(), []string{"--data", data, "--out", out, pipeline}); err == nil || !strings.Contains(err.Error(), "--subset all") {
+		t.Fatalf("LoCo without --subset: %v", err)
+	}
 	if err := cmdEval(context.Background(), []string{"--data", data, "--subset", "all", "--out", out, pipeline}); err != nil {
 		t.Fatal(err)
 	}
