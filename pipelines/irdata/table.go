@@ -6,7 +6,6 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -388,5 +387,3 @@ func grade(rw row, col string) (int, error) {
 	}
 	return int(x), nil
 }
-
-var errNoFiles = errors.New("no table files")
