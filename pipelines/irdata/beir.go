@@ -131,16 +131,8 @@ func isTSV(p string) bool {
 func readBEIRDocs(s *Source, files []string, kind string) ([]eval.Doc, error) {
 	var docs []eval.Doc
 	for _, f := range files {
-		n := strings.ToLower(f)
-		if strings.HasSuffix(n, ".jsonl") || strings.HasSuffix(n, ".jsonl.gz") {
-			path := strings.TrimSuffix(f, ".gz")
-			if path != f {
-				// eval.ReadDocs opens path, else path.gz; a sibling unpacked copy would win.
-				if _, err := os.Stat(path); err == nil {
-					return nil, fmt.Errorf("both %s and %s exist", path, f)
-				}
-			}
-			d, err := eval.ReadDocs(path, kind)
+		if n := strings.ToLower(f); strings.HasSuffix(n, ".jsonl") || strings.HasSuffix(n, ".jsonl.gz") {
+			d, err := eval.ReadDocs(f, kind)
 			if err != nil {
 				return nil, err
 			}
@@ -180,7 +172,7 @@ func readBEIRDocs(s *Source, files []string, kind string) ([]eval.Doc, error) {
 // readBEIRQrels adds one qrels file's {query-id, corpus-id, score} rows to q.
 func readBEIRQrels(f string, q eval.Qrels) error {
 	if isTSV(f) {
-		got, err := eval.ReadQrels(strings.TrimSuffix(f, ".gz"))
+		got, err := eval.ReadQrels(f)
 		if err != nil {
 			return err
 		}

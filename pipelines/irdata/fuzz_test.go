@@ -24,7 +24,14 @@ func FuzzLoCoRecords(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, subset string) {
 		s := &Source{Qrels: map[string]eval.Qrels{LoCoSplit: {}}, docTask: map[string]string{}, queryTask: map[string]string{}}
 		cols := []string{"pid", "passage", "qid", "query", "answer_pids", "dataset"}
-		if err := scanJSONL(bytes.NewReader(data), cols, func(rw row) error { return s.addLoCo(rw, subset) }); err != nil {
+		_, err := eval.EachLine(bytes.NewReader(data), func(line []byte) error {
+			rw, err := parseJSONRow(line, cols)
+			if err != nil {
+				return err
+			}
+			return s.addLoCo(rw, subset)
+		})
+		if err != nil {
 			return
 		}
 		for qid := range s.Qrels[LoCoSplit] {

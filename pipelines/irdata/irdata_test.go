@@ -1,6 +1,8 @@
 package irdata
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"maps"
 	"os"
@@ -175,6 +177,21 @@ func TestPlainBEIRRoundTrip(t *testing.T) {
 	if err := json.Unmarshal(b, &sum); err != nil || sum.Corpus != 4 || sum.Splits["test"] != 2 || sum.Splits["train"] != 1 {
 		t.Errorf("import.json %s (%v)", b, err)
 	}
+
+	// The same files gzipped (corpus.jsonl.gz, qrels/test.tsv.gz) read the same.
+	for _, name := range []string{"corpus.jsonl", filepath.Join("qrels", "test.tsv")} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var gz bytes.Buffer
+		zw := gzip.NewWriter(&gz)
+		zw.Write(b)
+		zw.Close()
+		os.WriteFile(filepath.Join(dir, name+".gz"), gz.Bytes(), 0o644)
+		os.Remove(filepath.Join(dir, name))
+	}
+	checkBEIR(t, mustOpen(t, dir, Options{}))
 
 	// An id a TSV row cannot carry is refused before anything is written.
 	bad := &Source{Corpus: []eval.Doc{{ID: "a\tb", Text: "x"}}, Qrels: map[string]eval.Qrels{}}

@@ -3,7 +3,6 @@ package irdata
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/reignpipe/reignpipe/internal/parquetread"
+	"github.com/reignpipe/reignpipe/stages/eval"
 )
 
 // row is one record of a table file: the requested columns present in it, as Go values
@@ -31,10 +31,6 @@ type row map[string]any
 
 // mem allocates the Arrow buffers of Parquet and IPC reads; tests swap in a checked allocator.
 var mem memory.Allocator = memory.DefaultAllocator
-
-// maxJSONLine bounds one JSONL record; a file without newlines fails instead of exhausting
-// memory. Long documents (a court opinion, a patent family's full text) stay far below it.
-const maxJSONLine = 512 << 20
 
 // isTableFile says whether readRows can read path, by its name.
 func isTableFile(path string) bool {
@@ -82,7 +78,7 @@ func readRows(path string, cols []string, fn func(row) error) error {
 	case strings.HasSuffix(name, ".arrow"):
 		err = readArrowIPC(path, cols, fn)
 	default:
-		err = readJSONL(path, cols, fn)
+		return readJSONL(path, cols, fn) // its errors name the file and line already
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
@@ -90,42 +86,16 @@ func readRows(path string, cols []string, fn func(row) error) error {
 	return nil
 }
 
+// readJSONL reads path (gunzipped when it ends in .gz) with the evaluator's line reader, one
+// JSON object per non-blank line; errors carry the file and line.
 func readJSONL(path string, cols []string, fn func(row) error) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	var r io.Reader = f
-	if strings.HasSuffix(strings.ToLower(path), ".gz") {
-		zr, err := gzip.NewReader(f)
+	return eval.EachFileLine(path, func(line []byte) error {
+		rw, err := parseJSONRow(line, cols)
 		if err != nil {
 			return err
 		}
-		defer zr.Close()
-		r = zr
-	}
-	return scanJSONL(r, cols, fn)
-}
-
-// scanJSONL parses one JSON object per non-blank line.
-func scanJSONL(r io.Reader, cols []string, fn func(row) error) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 1<<16), maxJSONLine)
-	for n := 1; sc.Scan(); n++ {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
-		rw, err := parseJSONRow(line, cols)
-		if err != nil {
-			return fmt.Errorf("line %d: %w", n, err)
-		}
-		if err := fn(rw); err != nil {
-			return fmt.Errorf("line %d: %w", n, err)
-		}
-	}
-	return sc.Err()
+		return fn(rw)
+	})
 }
 
 func parseJSONRow(line []byte, cols []string) (row, error) {

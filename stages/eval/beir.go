@@ -75,7 +75,7 @@ func LoadBEIRSplit(dir, split string) (*Dataset, error) {
 func ReadQrels(path string) (Qrels, error) {
 	qrels := Qrels{}
 	first := true
-	err := eachFileLine(path, func(line []byte) error {
+	err := EachFileLine(path, func(line []byte) error {
 		s := string(line)
 		isHeader := first && strings.HasPrefix(s, "query-id")
 		first = false
@@ -114,7 +114,7 @@ func (q Qrels) Add(queryID, corpusID string, score int) error {
 func ReadDocs(path, kind string) ([]Doc, error) {
 	var docs []Doc
 	seen := map[string]bool{}
-	err := eachFileLine(path, func(line []byte) error {
+	err := EachFileLine(path, func(line []byte) error {
 		d, err := parseDocLine(line)
 		if err != nil {
 			return err
@@ -202,9 +202,9 @@ func parseID(raw json.RawMessage) (string, error) {
 	return id, nil
 }
 
-// eachFileLine opens path, or path+".gz" when path is absent, and calls fn on each non-blank
+// EachFileLine opens path, or path+".gz" when path is absent, and calls fn on each non-blank
 // line; any error is wrapped with the file name and 1-based line number.
-func eachFileLine(path string, fn func([]byte) error) error {
+func EachFileLine(path string, fn func([]byte) error) error {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		if g, gzErr := os.Open(path + ".gz"); gzErr == nil {
@@ -224,17 +224,17 @@ func eachFileLine(path string, fn func([]byte) error) error {
 		defer zr.Close()
 		r = zr
 	}
-	n, err := eachLine(r, fn)
+	n, err := EachLine(r, fn)
 	if err != nil {
 		return fmt.Errorf("eval: %s:%d: %w", path, n, err)
 	}
 	return nil
 }
 
-// eachLine calls fn for each non-blank line of r (trailing CR stripped). It reads with
+// EachLine calls fn for each non-blank line of r (trailing CR stripped). It reads with
 // ReadSlice and accumulates, so lines are bounded by maxLineBytes rather than
 // bufio.Scanner's 64 KiB. It returns the number of the line being processed on error.
-func eachLine(r io.Reader, fn func([]byte) error) (int, error) {
+func EachLine(r io.Reader, fn func([]byte) error) (int, error) {
 	br := bufio.NewReaderSize(r, 1<<16)
 	var buf []byte
 	lineNo := 0

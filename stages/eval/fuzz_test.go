@@ -57,7 +57,7 @@ func FuzzEachLine(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var got [][]byte
-		if _, err := eachLine(bytes.NewReader(data), func(l []byte) error {
+		if _, err := EachLine(bytes.NewReader(data), func(l []byte) error {
 			got = append(got, bytes.Clone(l))
 			return nil
 		}); err != nil {
