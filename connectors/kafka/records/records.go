@@ -189,10 +189,7 @@ func (s *RawSink) Flush(ctx context.Context) error { return s.p.Flush(ctx) }
 func (s *RawSink) Close(ctx context.Context) error { return s.p.Close(ctx) }
 
 // ChunkSink publishes documents' chunk embeddings for the aggregate stage.
-type ChunkSink struct {
-	p   *kafka.Producer
-	buf []byte
-}
+type ChunkSink struct{ p *kafka.Producer }
 
 // NewChunkSink writes through p; Close closes p.
 func NewChunkSink(p *kafka.Producer) *ChunkSink { return &ChunkSink{p: p} }
