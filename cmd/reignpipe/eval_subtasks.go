@@ -14,13 +14,15 @@ import (
 // MacroSummary is `reignpipe eval --subset all`: every subtask evaluated against its own
 // corpus, and each system's unweighted mean over the subtasks (LoCo's headline number).
 type MacroSummary struct {
-	Data      string                  `json:"data"`
-	Format    string                  `json:"format"`
-	Split     string                  `json:"split"`
-	K         int                     `json:"k"`
-	Subtasks  []string                `json:"subtasks"`
-	Macro     map[string]MacroMetrics `json:"macro"` // system → mean over subtasks
-	PerSubset map[string]*EvalSummary `json:"per_subtask"`
+	Data     string   `json:"data"`
+	Format   string   `json:"format"`
+	Split    string   `json:"split"`
+	K        int      `json:"k"`
+	Subtasks []string `json:"subtasks"`
+	// Records the reader left out over all subtasks, by reason (e.g. a null LoCo passage).
+	RecordsSkipped map[string]int          `json:"records_skipped,omitempty"`
+	Macro          map[string]MacroMetrics `json:"macro"` // system → mean over subtasks
+	PerSubset      map[string]*EvalSummary `json:"per_subtask"`
 }
 
 // MacroMetrics are one system's metrics averaged over subtasks.
@@ -37,7 +39,7 @@ func evaluateSubtasks(ctx context.Context, cfg *pipelines.Config, src *irdata.So
 	if len(tasks) == 0 {
 		return fmt.Errorf("eval: --subset all: %s has no subtasks", src.Format)
 	}
-	ms := MacroSummary{Data: data, Format: src.Format, Split: o.Split, K: o.K, Subtasks: tasks,
+	ms := MacroSummary{Data: data, Format: src.Format, Split: o.Split, K: o.K, Subtasks: tasks, RecordsSkipped: src.Skipped,
 		Macro: map[string]MacroMetrics{}, PerSubset: map[string]*EvalSummary{}}
 	var order []string
 	for _, task := range tasks {
