@@ -15,7 +15,7 @@ GO ?= go
 RACE_PKGS := ./pipelines/embedded/ ./pipelines/distributed/ ./stages/gn/ ./stages/shardcache/ ./connectors/vectorfile/ \
 	./connectors/watchdir/ ./connectors/kafka/ ./connectors/kafka/offsets/
 
-.PHONY: all build fetch kafka pydeps train-deps demo test test-go fuzz-smoke fuzz bench clean
+.PHONY: all build fetch kafka tools pydeps train-deps demo test test-go test-unshared fuzz-smoke fuzz bench clean
 
 all: build
 
@@ -28,6 +28,11 @@ fetch:
 # The Apache Kafka broker the Kafka tests run against (jars from Maven Central).
 kafka:
 	@ops/kafka fetch >/dev/null
+
+# Command-line tools the tests use beside our own code (kcat), unpacked from Debian packages into
+# $(REIGNPIPE_HOME)/tools without root; the tests look there before PATH.
+tools:
+	@ops/tools >/dev/null
 
 $(PY): ops/requirements-test.txt
 	python3 -m venv $(VENV)
@@ -50,9 +55,16 @@ demo: fetch build
 # fails instead of skipping, so nothing passes by not running. Tests on ../shared/data still skip
 # without it. ops/with-kafka starts the broker for the Go tests (REIGNPIPE_KAFKA_BROKERS,
 # REIGNPIPE_KAFKA_CTL) and stops it afterwards, also when they fail.
-test: fetch pydeps train-deps kafka
+test: fetch pydeps train-deps kafka tools
 	ops/with-kafka $(MAKE) --no-print-directory test-go
 	$(MAKE) --no-print-directory fuzz-smoke
+
+# The suite once more as a fresh clone without ../shared sees it: the tests' shared data root
+# points at an empty folder, so every test on it must skip cleanly or use its own fixture.
+# .ci/run runs it after `make test`.
+test-unshared: fetch pydeps train-deps kafka tools
+	@empty=$$(mktemp -d) && trap 'rm -rf "$$empty"' EXIT && \
+	  REIGNPIPE_SHARED_DATA=$$empty ops/with-kafka env REIGNPIPE_STRICT=1 REIGNPIPE_PYTHON=$(PY) $(GO) test -count=1 ./...
 
 test-go:
 	REIGNPIPE_STRICT=1 REIGNPIPE_PYTHON=$(PY) $(GO) test -count=1 ./...

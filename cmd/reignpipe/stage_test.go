@@ -268,10 +268,7 @@ func TestStagesMatchEmbedded(t *testing.T) {
 func checkThirdPartyReaders(t *testing.T, s *stageSetup, got map[string]schemas.DocVector) {
 	t.Helper()
 	topic := s.topics + ".vectors"
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		testenv.Missing(t, "kcat (Debian package kcat) is not installed")
-	}
+	kcat := testenv.Tool(t, "kcat", "kafkacat")
 	out, err := exec.Command(kcat, "-C", "-b", s.brokers, "-t", topic, "-e", "-q", "-f", "%k\n").Output()
 	if err != nil {
 		t.Fatalf("kcat: %v", err)
@@ -365,10 +362,7 @@ func TestStagesSurviveWorkerKillAndBrokerRestart(t *testing.T) {
 // the GN embeds two windows rather than 1,961.
 func TestStagesHugeDocument(t *testing.T) {
 	s := newStageSetup(t)
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		testenv.Missing(t, "kcat (Debian package kcat) is not installed")
-	}
+	kcat := testenv.Tool(t, "kcat", "kafkacat")
 	// 10 tokens per sentence: 51 sentences fill one window of K-2 = 510 content tokens.
 	sentence := "the stored window repeats across this very long record. "
 	warm := strings.Repeat(sentence, 51)
@@ -466,10 +460,7 @@ const feedApplication = `<?xml version="1.0" encoding="UTF-8"?>
 // by their doc id, a sequence listing is skipped, and a broken document is dead-lettered.
 func TestStagesUSPTOXMLFeed(t *testing.T) {
 	s := newStageSetup(t)
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		testenv.Missing(t, "kcat (Debian package kcat) is not installed")
-	}
+	kcat := testenv.Tool(t, "kcat", "kafkacat")
 	cfgPath := s.config(t, "feed", filepath.Join(s.dir, "unused"), "kafka", "  - {type: kafka}")
 	cfgText, _ := os.ReadFile(cfgPath)
 	cfgText = []byte(strings.Replace(string(cfgText), "source: {type: jsonl,", "source: {type: uspto, sections: [title, abstract, claims, description],", 1))

@@ -21,13 +21,7 @@ import (
 // broker serves ordinary Kafka clients, not only the JVM tools that come with it.
 func kcat(t *testing.T) string {
 	t.Helper()
-	for _, name := range []string{"kcat", "kafkacat"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	testenv.Missing(t, "kcat is not installed (apt-get install kcat; .ci/run installs it)")
-	return ""
+	return testenv.Tool(t, "kcat", "kafkacat")
 }
 
 func runKcat(t *testing.T, bin, stdin string, args ...string) (string, error) {

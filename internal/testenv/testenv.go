@@ -34,15 +34,21 @@ func missing(t testing.TB, strict bool, format string, args ...any) {
 	t.Skipf(format, args...)
 }
 
-// SharedData returns ../shared/data/<rel> beside the repository, skipping the test when the
-// folder is absent (shared data is never copied into the repository, so it is not strict).
+// SharedDataDir is the shared data root: REIGNPIPE_SHARED_DATA when set (.ci/run points it at
+// an empty folder for one pass, so that a fresh clone's behaviour is tested too), else
+// ../shared/data beside the repository. It may not exist: use SharedData to require a file.
+func SharedDataDir() string {
+	if dir := os.Getenv("REIGNPIPE_SHARED_DATA"); dir != "" {
+		return dir
+	}
+	return filepath.Join(Root(), "..", "shared", "data")
+}
+
+// SharedData returns SharedDataDir()/<rel>, skipping the test when it is absent (shared data is
+// never copied into the repository, so it is not strict).
 func SharedData(t testing.TB, rel string) string {
 	t.Helper()
-	dir := os.Getenv("REIGNPIPE_SHARED_DATA")
-	if dir == "" {
-		dir = filepath.Join(Root(), "..", "shared", "data")
-	}
-	p := filepath.Join(dir, rel)
+	p := filepath.Join(SharedDataDir(), rel)
 	if _, err := os.Stat(p); err != nil {
 		t.Skipf("shared data %s not present (%v); this test reads the real files in ../shared/data", p, err)
 	}
@@ -56,6 +62,30 @@ func Home() string {
 	}
 	h, _ := os.UserHomeDir()
 	return filepath.Join(h, ".cache", "reignpipe")
+}
+
+// Tool returns the path of a command-line tool the suite uses beside its own code (kcat): the
+// copy ops/tools unpacked into REIGNPIPE_HOME/tools/bin first, then one on PATH under any of
+// names. Missing, it skips (fails under REIGNPIPE_STRICT=1) naming the command that fetches it.
+func Tool(t testing.TB, names ...string) string {
+	t.Helper()
+	for _, n := range names {
+		if p := filepath.Join(Home(), "tools", "bin", n); isExecutable(p) {
+			return p
+		}
+	}
+	for _, n := range names {
+		if p, err := exec.LookPath(n); err == nil {
+			return p
+		}
+	}
+	missing(t, true, "%s not found in %s or on PATH: run ops/tools (make test does)", names[0], filepath.Join(Home(), "tools", "bin"))
+	return ""
+}
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
 }
 
 // GN returns the model.onnx and tokenizer.json paths of a fetched GN, e.g. "bge-small-en-v15".
