@@ -201,7 +201,11 @@ func TestEncodeDoesNotAllocate(t *testing.T) {
 
 func TestConcurrentEncode(t *testing.T) {
 	tok := realOrFixture(t)
-	texts := strings.SplitAfter(benchText(), "\n")[:400]
+	texts := strings.SplitAfter(benchText(), "\n")
+	if len(texts) < 400 {
+		t.Fatalf("bench text has %d lines, want at least 400", len(texts))
+	}
+	texts = texts[:400]
 	want := make([][]int32, len(texts))
 	for i, s := range texts {
 		want[i] = tok.Encode(s)
@@ -240,10 +244,11 @@ var (
 	benchData string
 )
 
-// benchText is real Wikipedia article text when ../shared is present, else generated prose.
+// benchText is real Wikipedia article text when the shared data is present, else generated
+// prose; either way it has one article (paragraph) per line, which the tests below rely on.
 func benchText() string {
 	benchOnce.Do(func() {
-		p := filepath.Join(testenv.Root(), "..", "shared", "data", "wikipedia",
+		p := filepath.Join(testenv.SharedDataDir(), "wikipedia",
 			"enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2")
 		if data, err := readBzip2(p); err == nil {
 			var b strings.Builder
@@ -254,15 +259,26 @@ func benchText() string {
 			benchData = b.String()
 			return
 		}
-		words := []string{"The", "tokenizer", "splits", "unaffable", "café", "words,", "into", "pieces.", "中文", "(1998)", "\n"}
-		var b strings.Builder
-		for i := 0; b.Len() < 4<<20; i++ {
-			b.WriteString(words[(i*7+i/3)%len(words)])
-			b.WriteByte(' ')
-		}
-		benchData = b.String()
+		benchData = generatedText(4 << 20)
 	})
 	return benchData
+}
+
+// generatedText is n bytes of prose that exercises accents, CJK, punctuation and subwords, in
+// lines of 20 to 200 words so that it splits into many documents as the real text does.
+func generatedText(n int) string {
+	words := []string{"The", "tokenizer", "splits", "unaffable", "café", "words,", "into", "pieces.", "中文", "(1998)"}
+	var b strings.Builder
+	for i, line := 0, 0; b.Len() < n; i++ {
+		b.WriteString(words[(i*7+i/3)%len(words)])
+		if i-line >= 20+(line*13)%180 {
+			b.WriteByte('\n')
+			line = i + 1
+		} else {
+			b.WriteByte(' ')
+		}
+	}
+	return b.String()
 }
 
 func BenchmarkEncode(b *testing.B) {
