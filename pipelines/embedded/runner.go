@@ -130,7 +130,7 @@ func (o *Options) defaults() {
 type Counters struct {
 	InputsRead    atomic.Int64 // documents and bad inputs read in this run (resumed ones included)
 	Resumed       atomic.Int64 // inputs skipped because a previous run committed them
-	DocsWritten   atomic.Int64
+	DocsWritten   atomic.Int64 // committed: durable in every sink and acked
 	DocsFailed    atomic.Int64 // dead-lettered
 	Windows       atomic.Int64
 	Tokens        atomic.Int64
@@ -235,17 +235,19 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 
 	var wg sync.WaitGroup
-	// Reader: stops reading on the soft stop (ctx) or a fatal error.
+	// Reader: stops reading on the soft stop (ctx) or a fatal error. A source that fails (a
+	// truncated file, a broken connection) only ends the reading: the documents it delivered
+	// before are whole, so they drain and are committed like at a soft stop, and Run returns
+	// the source's error afterwards. Hard-stopping them would throw away good work.
 	readCtx, readCancel := context.WithCancel(ctx)
 	defer readCancel()
 	context.AfterFunc(hardCtx, readCancel)
+	var sourceErr error
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		defer close(toTok)
-		if err := r.read(readCtx, toTok); err != nil {
-			fail(err)
-		}
+		sourceErr = r.read(readCtx, toTok)
 	}()
 
 	var tokWG sync.WaitGroup
@@ -292,13 +294,15 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err := r.write(context.WithoutCancel(hardCtx), done); err != nil {
 		fail(err)
 		for range done { // let the other stages finish; nothing more is committed
+			r.C.InFlight.Add(-1)
+			r.C.Abandoned.Add(1)
 		}
 	}
 	wg.Wait()
 	if fatal != nil {
 		return fatal
 	}
-	return nil
+	return sourceErr
 }
 
 func (r *Runner) read(ctx context.Context, out chan<- *item) error {
@@ -331,7 +335,9 @@ func (r *Runner) read(ctx context.Context, out chan<- *item) error {
 		select {
 		case out <- it:
 		case <-ctx.Done():
+			// Read but never started: not acked, so the next run reads it again.
 			r.C.InFlight.Add(-1)
+			r.C.Abandoned.Add(1)
 			return nil
 		}
 	}
@@ -395,15 +401,26 @@ func (r *Runner) embed(ctx context.Context, it *item, deliver func(*item)) {
 		idx := i
 		err = r.parts.Embedder.Submit(ctx, it.windows[i], it.emb[i], func(err error) {
 			if err != nil {
-				it.fail("gn", fmt.Errorf("GN on window %d: %w", idx, err))
+				r.failGN(ctx, it, fmt.Errorf("GN on window %d: %w", idx, err))
 			}
 			finish()
 		})
 		if err != nil {
-			it.fail("gn", fmt.Errorf("submitting window %d: %w", i, err))
+			r.failGN(ctx, it, fmt.Errorf("submitting window %d: %w", i, err))
 			it.pending.Add(-1)
 			break
 		}
 	}
 	finish()
+}
+
+// failGN records a GN failure. After the hard stop (ctx done) the GN fails whatever it still
+// holds, in whatever words its implementation uses ("batcher closed"); that is the stop, not
+// the document, so the document is abandoned (read again next run), never dead-lettered.
+func (r *Runner) failGN(ctx context.Context, it *item, err error) {
+	if ctx.Err() != nil {
+		it.fail("stop", fmt.Errorf("%w (%v)", context.Cause(ctx), err))
+		return
+	}
+	it.fail("gn", err)
 }

@@ -479,3 +479,88 @@ func TestAnchoredModeReembedsOnlyTouchedWindows(t *testing.T) {
 		t.Fatalf("after an insertion at the top: fixed re-embeds %d windows, anchored %d", fixed, anchored)
 	}
 }
+
+// failingSource delivers its documents, then fails as a truncated file does.
+type failingSource struct {
+	sliceSource
+	err error
+}
+
+func (s *failingSource) Read(ctx context.Context) (schemas.Document, connectors.AckFunc, error) {
+	d, ack, err := s.sliceSource.Read(ctx)
+	if errors.Is(err, io.EOF) {
+		return d, nil, s.err
+	}
+	return d, ack, err
+}
+
+// A source that fails mid-run ends the reading, not the documents it already delivered: they
+// are written and committed, nothing is dead-lettered, and Run reports the source's error.
+func TestSourceErrorKeepsDeliveredDocuments(t *testing.T) {
+	docs := corpus(7)
+	rg := newRig(t, t.TempDir(), nil, Options{CommitEvery: 100})
+	truncated := errors.New("bzip2: unexpected EOF")
+	src := &failingSource{sliceSource: sliceSource{docs: docs}, err: truncated}
+	rg.r.parts.Source = src
+	err := rg.r.Run(context.Background())
+	if !errors.Is(err, truncated) {
+		t.Fatalf("Run = %v, want the source's error", err)
+	}
+	c := &rg.r.C
+	if c.DocsWritten.Load() != 7 || c.DocsFailed.Load() != 0 || len(rg.dl.d) != 0 || c.Abandoned.Load() != 0 {
+		t.Fatalf("written %d failed %d dead letters %v abandoned %d", c.DocsWritten.Load(), c.DocsFailed.Load(), rg.dl.d, c.Abandoned.Load())
+	}
+	if c.Watermark.Load() != 7 || src.acked.Load() != 7 || len(rg.sink.durable) != 7 {
+		t.Fatalf("watermark %d acked %d durable %d", c.Watermark.Load(), src.acked.Load(), len(rg.sink.durable))
+	}
+}
+
+// failingSink accepts writes and fails the first flush, as a full disk does.
+type failingSink struct{ memSink }
+
+func (f *failingSink) Flush(context.Context) error { return errors.New("no space left on device") }
+
+// After a fatal error the summary still adds up: what was read is written (committed),
+// failed, resumed or abandoned, and nothing uncommitted is reported as written.
+func TestFatalErrorSummaryAddsUp(t *testing.T) {
+	rg := newRig(t, t.TempDir(), corpus(30), Options{CommitEvery: 5})
+	sink := &failingSink{}
+	rg.r.parts.Sinks = []connectors.Sink{sink}
+	if err := rg.r.Run(context.Background()); err == nil {
+		t.Fatal("Run succeeded with a sink that cannot flush")
+	}
+	var s Summary
+	rg.r.Summarize(&s, rg.src.Stats())
+	if s.DocsWritten != 0 || s.InputsRead == 0 {
+		t.Fatalf("written %d of %d read, though no flush succeeded", s.DocsWritten, s.InputsRead)
+	}
+	if got := s.DocsWritten + s.DocsFailed + s.DocsResumed + s.Abandoned; got != s.InputsRead {
+		t.Fatalf("read %d, accounted %d (written %d failed %d resumed %d abandoned %d)",
+			s.InputsRead, got, s.DocsWritten, s.DocsFailed, s.DocsResumed, s.Abandoned)
+	}
+	if rg.src.acked.Load() != 0 {
+		t.Fatalf("%d inputs acked without a durable sink", rg.src.acked.Load())
+	}
+}
+
+// At a soft stop every input read is accounted for, including one read while the stop came.
+func TestSoftStopSummaryAddsUp(t *testing.T) {
+	for _, at := range []int{1, 5, 17} {
+		t.Run(fmt.Sprint(at), func(t *testing.T) {
+			rg := newRig(t, t.TempDir(), corpus(40), Options{})
+			ctx, cancel := context.WithCancel(context.Background())
+			rg.src.cancelAt, rg.src.cancel = at, cancel
+			if err := rg.r.Run(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var s Summary
+			rg.r.Summarize(&s, rg.src.Stats())
+			if got := s.DocsWritten + s.DocsFailed + s.DocsResumed + s.Abandoned; got != s.InputsRead {
+				t.Fatalf("read %d, accounted %d (written %d abandoned %d)", s.InputsRead, got, s.DocsWritten, s.Abandoned)
+			}
+			if s.DocsWritten != rg.src.acked.Load() {
+				t.Fatalf("written %d, acked %d", s.DocsWritten, rg.src.acked.Load())
+			}
+		})
+	}
+}

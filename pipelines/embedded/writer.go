@@ -32,10 +32,15 @@ func (w *watermark) mark(seq int64) {
 
 // write is the writer goroutine: it owns the cache writes, the sinks, the dead-letter output
 // and the watermark. It returns when done is closed (after a final commit) or on a fatal error.
-func (r *Runner) write(ctx context.Context, done <-chan *item) error {
+func (r *Runner) write(ctx context.Context, done <-chan *item) (err error) {
 	wm := &watermark{next: r.opt.Resume, done: map[int64]bool{}}
 	r.C.Watermark.Store(wm.next)
 	var pending []*item // written to sinks, not yet committed
+	defer func() {
+		if err != nil { // never made durable, never acked: the next run reads them again
+			r.C.Abandoned.Add(int64(len(pending)))
+		}
+	}()
 	ticker := time.NewTicker(r.opt.CommitInterval)
 	defer ticker.Stop()
 
@@ -58,6 +63,9 @@ func (r *Runner) write(ctx context.Context, done <-chan *item) error {
 				return fmt.Errorf("sink flush: %w", err)
 			}
 		}
+		// Durable now: only committed documents count as written, so a run that fails later
+		// still reports what it really delivered.
+		r.C.DocsWritten.Add(int64(len(pending)))
 		for _, it := range pending {
 			r.ack(ctx, it, nil)
 			wm.mark(it.seq)
@@ -214,7 +222,6 @@ func (r *Runner) handle(ctx context.Context, it *item) (bool, error) {
 			return false, fmt.Errorf("sink write (%s): %w", it.doc.ID, err)
 		}
 	}
-	r.C.DocsWritten.Add(1)
 	// Free the window buffers now: the item stays pending until the commit.
 	it.windows, it.emb, it.doc.Text = nil, nil, ""
 	return true, nil
