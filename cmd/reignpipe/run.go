@@ -12,6 +12,7 @@ import (
 
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/connectors/deadletter"
+	"github.com/reignpipe/reignpipe/connectors/multifile"
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/embedded"
@@ -215,16 +216,15 @@ func runWith(ctx context.Context, cfg *pipelines.Config, fromScratch bool, w wir
 	if err != nil {
 		return sum, err
 	}
-	size := fileSize(cfg.Source.Path)
-	if ck.Watermark > 0 && (ck.Source != cfg.Source.Path || ck.SourceSize != size) {
-		log.Warn("checkpoint is for another input; starting from the beginning (cached windows are still reused)",
-			"checkpoint_source", ck.Source, "source", cfg.Source.Path)
-		ck.Watermark = 0
+	if why, err := resumeCheckpoint(&ck, cfg); err != nil {
+		return sum, err
+	} else if why != "" {
+		log.Warn("the input changed since the checkpoint; starting from the beginning (cached windows are still reused)",
+			"why", why, "source", cfg.Source.Path)
 	}
 	if sc, ok := src.(connectors.SelfCheckpointing); ok && sc.SelfCheckpointing() {
 		ck.Watermark = 0 // the source resumes by itself
 	}
-	ck.Pipeline, ck.Source, ck.SourceSize = cfg.Name, cfg.Source.Path, size
 	if ck.Watermark > 0 {
 		log.Info("resuming after committed inputs", "inputs", ck.Watermark)
 	}
@@ -309,10 +309,16 @@ func openDeadLetter(cfg *pipelines.Config) (connectors.DeadLetterSink, string, e
 	return dl, path, err
 }
 
-func fileSize(path string) int64 {
-	fi, err := os.Stat(path)
+// resumeCheckpoint keeps ck's watermark only if the files the source reads still start with
+// the ones it was counted over (see embedded.Checkpoint).
+func resumeCheckpoint(ck *embedded.Checkpoint, cfg *pipelines.Config) (why string, err error) {
+	paths, err := multifile.Expand(cfg.Source.Path)
 	if err != nil {
-		return -1
+		return "", err
 	}
-	return fi.Size()
+	files, err := embedded.StampFiles(paths)
+	if err != nil {
+		return "", err
+	}
+	return ck.Resume(cfg.Name, cfg.Source.Path, files), nil
 }

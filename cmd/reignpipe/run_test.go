@@ -15,6 +15,7 @@ import (
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/internal/testenv"
 	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/embedded"
 )
 
 // corpusTexts are the test documents: short, empty-ish and one long enough for three windows.
@@ -178,5 +179,55 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 	if sum3.DocsResumed != 5 || sum3.DocsWritten != 0 || sum3.Windows != 0 {
 		t.Fatalf("resumed run: %+v", sum3)
+	}
+}
+
+// A folder's checkpoint counts inputs over its files in name order: a file added later that
+// sorts first must not shift the watermark over its documents (they would never be written).
+func TestRunFolderCheckpointSeesAnEarlierFile(t *testing.T) {
+	model, tokPath := testenv.GN(t, "all-minilm-l6-v2")
+	t.Setenv("REIGNPIPE_ORT_LIB", testenv.ORTLibrary(t))
+	dir := t.TempDir()
+	feed := filepath.Join(dir, "feed")
+	write := func(name string, ids ...string) {
+		t.Helper()
+		var b strings.Builder
+		for _, id := range ids {
+			line, _ := json.Marshal(map[string]string{"id": id, "title": id, "text": "document " + id + " about windows and vectors"})
+			b.Write(append(line, '\n'))
+		}
+		if err := os.MkdirAll(feed, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(feed, name), []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runOnce := func() embedded.Summary {
+		t.Helper()
+		cfg := testConfig(t, dir, feed)
+		cfg.GN.Model, cfg.GN.Tokenizer = model, tokPath
+		sum, err := run(context.Background(), cfg, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sum
+	}
+	write("b.jsonl", "b1", "b2")
+	if s := runOnce(); s.DocsWritten != 2 {
+		t.Fatalf("first run wrote %d", s.DocsWritten)
+	}
+	write("a.jsonl", "a1", "a2")
+	s := runOnce()
+	if s.DocsResumed != 0 || s.DocsWritten != 4 {
+		t.Fatalf("after adding an earlier file: resumed %d written %d, want 0 and 4", s.DocsResumed, s.DocsWritten)
+	}
+	got, err := vectorfile.Latest(filepath.Join(dir, "vectors"))
+	if err != nil || len(got) != 4 {
+		t.Fatalf("vectors: %d, %v", len(got), err)
+	}
+	write("c.jsonl", "c1")
+	if s := runOnce(); s.DocsResumed != 4 || s.DocsWritten != 1 {
+		t.Fatalf("after appending a later file: resumed %d written %d, want 4 and 1", s.DocsResumed, s.DocsWritten)
 	}
 }

@@ -213,12 +213,11 @@ func (e *stageEnv) ingest(ctx context.Context, dl connectors.DeadLetterSink, f s
 	if err != nil {
 		return err
 	}
-	size := fileSize(cfg.Source.Path)
-	if ck.Watermark > 0 && (ck.Source != cfg.Source.Path || ck.SourceSize != size) {
-		e.log.Warn("checkpoint is for another input; ingesting from the beginning", "checkpoint_source", ck.Source)
-		ck.Watermark = 0
+	if why, err := resumeCheckpoint(&ck, cfg); err != nil {
+		return err
+	} else if why != "" {
+		e.log.Warn("the input changed since the checkpoint; ingesting from the beginning", "why", why, "source", cfg.Source.Path)
 	}
-	ck.Pipeline, ck.Source, ck.SourceSize = cfg.Name, cfg.Source.Path, size
 	var c distributed.Counters
 	stop, err := e.serveMetrics("ingest", &c, nil)
 	if err != nil {
