@@ -7,7 +7,8 @@ export REIGNPIPE_HOME
 VENV := $(REIGNPIPE_HOME)/venv
 PY := $(VENV)/bin/python
 # The REIGN trainer (ops/train) has its own venv: the PyPI torch wheel brings several GB of CUDA
-# packages that the test oracles do not need. `reignpipe train` looks for it there by default.
+# packages that the test oracles do not need (ops/train/install-venv says what it leaves out).
+# `reignpipe train` looks for it there by default.
 TRAIN_VENV := $(REIGNPIPE_HOME)/venv-train
 TRAIN_PY := $(TRAIN_VENV)/bin/python
 GO ?= go
@@ -41,9 +42,8 @@ $(PY): ops/requirements-test.txt
 
 pydeps: $(PY)
 
-$(TRAIN_PY): ops/train/requirements.txt
-	python3 -m venv $(TRAIN_VENV)
-	$(TRAIN_PY) -m pip install -q --disable-pip-version-check -r ops/train/requirements.txt
+$(TRAIN_PY): ops/train/requirements.txt ops/train/install-venv
+	ops/train/install-venv $(TRAIN_VENV)
 	@touch $(TRAIN_PY)
 
 train-deps: $(TRAIN_PY)
