@@ -2,8 +2,9 @@
 // zstd) and JSON Lines, and the reader that applies readers' upsert semantics to them.
 //
 // Layout: a sink owns one directory and writes numbered parts, part-00000001.parquet (or
-// .jsonl), part-00000002..., each made visible whole by Flush (written as part-*.tmp, fsynced,
-// renamed, directory fsynced). A part is never rewritten; a reopened sink continues after the
+// .jsonl), part-00000002..., each made visible whole by Flush (written as .part-*.tmp, fsynced,
+// renamed, directory fsynced; the leading dot hides a crash-left temp from pyarrow's and
+// DuckDB's directory readers, which skip hidden files). A part is never rewritten; a reopened sink continues after the
 // highest existing sequence number of either format, so one directory may hold both formats
 // over time, but only one sink may write a directory at a time. Temp files are what a crash
 // leaves; readers ignore them and a new sink removes them.
@@ -29,6 +30,7 @@ import (
 
 const (
 	partPrefix = "part-"
+	tmpPrefix  = "." // temps are hidden: .part-00000001.parquet.tmp
 	tmpSuffix  = ".tmp"
 	extParquet = ".parquet"
 	extJSONL   = ".jsonl"
@@ -99,7 +101,8 @@ func prepareDir(dir string) (uint64, error) {
 		return 0, fmt.Errorf("vectorfile: %w", err)
 	}
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), partPrefix) && strings.HasSuffix(e.Name(), tmpSuffix) {
+		// Both the hidden temps and the visible ones earlier versions wrote.
+		if n := strings.TrimPrefix(e.Name(), tmpPrefix); strings.HasPrefix(n, partPrefix) && strings.HasSuffix(n, tmpSuffix) {
 			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
 				return 0, fmt.Errorf("vectorfile: remove crash leftover: %w", err)
 			}
@@ -123,8 +126,8 @@ type partFile struct {
 }
 
 func createPart(dir string, seq uint64, ext string) (*partFile, error) {
-	final := filepath.Join(dir, fmt.Sprintf("%s%08d%s", partPrefix, seq, ext))
-	tmp := final + tmpSuffix
+	name := fmt.Sprintf("%s%08d%s", partPrefix, seq, ext)
+	final, tmp := filepath.Join(dir, name), filepath.Join(dir, tmpPrefix+name+tmpSuffix)
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("vectorfile: %w", err)

@@ -35,3 +35,30 @@ func TestWriteFuncAllOrNothing(t *testing.T) {
 		t.Fatalf("temporary files left: %v", ents)
 	}
 }
+
+// A write killed before its rename leaves a temp; the next write of the same path removes it,
+// and leaves other files' temps (even of a name it prefixes) and unrelated files alone.
+func TestWriteRemovesStaleTempsOfItsPath(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "p.checkpoint.json")
+	stale := []string{".tmp-p.checkpoint.json-123456", ".tmp-p.checkpoint.json-9"}
+	kept := []string{".tmp-p.checkpoint.json-x-1", ".tmp-q.json-77", "p.checkpoint.json.bak"}
+	for _, n := range append(append([]string{}, stale...), kept...) {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte("torn"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := Write(path, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range stale {
+		if _, err := os.Stat(filepath.Join(dir, n)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("stale temp %s still there (%v)", n, err)
+		}
+	}
+	for _, n := range kept {
+		if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
+			t.Errorf("%s was removed: %v", n, err)
+		}
+	}
+}
