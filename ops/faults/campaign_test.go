@@ -1,0 +1,53 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/reignpipe/reignpipe/internal/testenv"
+)
+
+// TestShortCampaign is the campaign's short form for every test run: a clean run, then one
+// random-kill trial, a kill in a shard write, a kill in a checkpoint write and a soft stop, each
+// followed by a run to the end that must lose nothing, change nothing and account for every
+// input. `go run ./ops/faults` is the full campaign.
+func TestShortCampaign(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the real pipeline about a dozen times")
+	}
+	testenv.GN(t, "all-minilm-l6-v2")
+	t.Setenv("REIGNPIPE_ORT_LIB", testenv.ORTLibrary(t))
+	work := t.TempDir()
+	bin := filepath.Join(work, "reignpipe")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/reignpipe")
+	build.Dir = testenv.Root()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	c := &Campaign{Bin: bin, Work: work, Input: filepath.Join(work, "corpus.jsonl"), Model: "all-minilm-l6-v2", K: 128,
+		Timeout: 4 * time.Minute, Logf: t.Logf}
+	if err := Corpus(c.Input, 24, 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Reference(); err != nil {
+		t.Fatal(err)
+	}
+	targeted := c.TargetedFaults()
+	faults := append(c.RandomFaults(1, 7), targeted[0], targeted[3], targeted[4])
+	var rs []Result
+	for i, f := range faults {
+		r := c.Trial(i, f)
+		rs = append(rs, r)
+		if !r.OK() {
+			t.Errorf("%s: %+v", f.Name, r)
+		}
+		if f.OnTemp != "" && r.Kills != 1 {
+			t.Errorf("%s: the kill did not land (a run that never writes %s tests nothing)", f.Name, f.OnTemp)
+		}
+	}
+	t.Log("\n" + Table(rs))
+	_ = os.RemoveAll(work)
+}
