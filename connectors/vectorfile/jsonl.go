@@ -152,6 +152,10 @@ func (s *JSONLSink) Close(ctx context.Context) error {
 // readJSONLPart streams one part. Parts are only visible complete, so any bad line is
 // corruption and an error.
 func readJSONLPart(path string, fn func(schemas.DocVector) error) error {
+	// Checked before any record is handed out, so a damaged part yields nothing.
+	if err := verifySum(path); err != nil {
+		return err
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("vectorfile: %w", err)

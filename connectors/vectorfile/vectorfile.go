@@ -4,7 +4,8 @@
 // Layout: a sink owns one directory and writes numbered parts, part-00000001.parquet (or
 // .jsonl), part-00000002..., each made visible whole by Flush (written as .part-*.tmp, fsynced,
 // renamed, directory fsynced; the leading dot hides a crash-left temp from pyarrow's and
-// DuckDB's directory readers, which skip hidden files). A part is never rewritten; a reopened sink continues after the
+// DuckDB's directory readers, which skip hidden files). A JSONL part's sha256 is made durable
+// first, in .part-<seq>.jsonl.sha256 (`sha256sum -c` format), and checked before the part is read. A part is never rewritten; a reopened sink continues after the
 // highest existing sequence number of either format, so one directory may hold both formats
 // over time, but only one sink may write a directory at a time. Temp files are what a crash
 // leaves; readers ignore them and a new sink removes them.
@@ -15,8 +16,12 @@ package vectorfile
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -25,6 +30,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/reignpipe/reignpipe/internal/atomicfile"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -32,6 +38,7 @@ const (
 	partPrefix = "part-"
 	tmpPrefix  = "." // temps are hidden: .part-00000001.parquet.tmp
 	tmpSuffix  = ".tmp"
+	sumSuffix  = ".sha256"
 	extParquet = ".parquet"
 	extJSONL   = ".jsonl"
 )
@@ -101,8 +108,15 @@ func prepareDir(dir string) (uint64, error) {
 		return 0, fmt.Errorf("vectorfile: %w", err)
 	}
 	for _, e := range entries {
-		// Both the hidden temps and the visible ones earlier versions wrote.
-		if n := strings.TrimPrefix(e.Name(), tmpPrefix); strings.HasPrefix(n, partPrefix) && strings.HasSuffix(n, tmpSuffix) {
+		// Both the hidden temps and the visible ones earlier versions wrote, and checksum
+		// files whose part a crash kept from becoming visible.
+		n := strings.TrimPrefix(e.Name(), tmpPrefix)
+		leftover := strings.HasPrefix(n, partPrefix) && strings.HasSuffix(n, tmpSuffix)
+		if strings.HasPrefix(e.Name(), tmpPrefix) && strings.HasSuffix(n, sumSuffix) {
+			_, err := os.Stat(filepath.Join(dir, strings.TrimSuffix(n, sumSuffix)))
+			leftover = errors.Is(err, os.ErrNotExist)
+		}
+		if leftover {
 			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
 				return 0, fmt.Errorf("vectorfile: remove crash leftover: %w", err)
 			}
@@ -123,6 +137,7 @@ type partFile struct {
 	f          *os.File
 	w          *bufio.Writer
 	tmp, final string
+	sum        hash.Hash // JSONL parts: sha256 of every byte written, for the checksum file
 }
 
 func createPart(dir string, seq uint64, ext string) (*partFile, error) {
@@ -134,7 +149,51 @@ func createPart(dir string, seq uint64, ext string) (*partFile, error) {
 	}
 	// bufio.Writer also hides f's Close from the Parquet writer, which would otherwise close
 	// the file before it can be fsynced.
-	return &partFile{f: f, w: bufio.NewWriterSize(f, 1<<20), tmp: tmp, final: final}, nil
+	p := &partFile{f: f, tmp: tmp, final: final}
+	var w io.Writer = f
+	if ext == extJSONL {
+		// Parquet pages and footer carry their own checks; a JSONL line does not, and one
+		// changed digit would otherwise read back as a valid vector.
+		p.sum = sha256.New()
+		w = io.MultiWriter(f, p.sum)
+	}
+	p.w = bufio.NewWriterSize(w, 1<<20)
+	return p, nil
+}
+
+// sumPath is the checksum file of a part: `sha256sum -c` reads it. Hidden, like the temps, so
+// directory readers do not take it for data.
+func sumPath(part string) string {
+	return filepath.Join(filepath.Dir(part), "."+filepath.Base(part)+sumSuffix)
+}
+
+// verifySum checks a part against its checksum file; a part without one (written before
+// checksums existed) passes.
+func verifySum(part string) error {
+	want, err := os.ReadFile(sumPath(part))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("vectorfile: %w", err)
+	}
+	fields := strings.Fields(string(want))
+	if len(fields) != 2 || fields[1] != filepath.Base(part) {
+		return fmt.Errorf("vectorfile: %s is not a checksum line for %s", sumPath(part), filepath.Base(part))
+	}
+	f, err := os.Open(part)
+	if err != nil {
+		return fmt.Errorf("vectorfile: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return fmt.Errorf("vectorfile: %s: %w", part, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != fields[0] {
+		return fmt.Errorf("vectorfile: %s was changed or damaged after it was written: sha256 %s, its checksum file says %s", part, got, fields[0])
+	}
+	return nil
 }
 
 // commit makes the part visible complete: flush, fsync, rename, fsync dir.
@@ -150,6 +209,14 @@ func (p *partFile) commit() error {
 	if err := p.f.Close(); err != nil {
 		_ = os.Remove(p.tmp)
 		return fmt.Errorf("vectorfile: %w", err)
+	}
+	if p.sum != nil {
+		// Durable before the part is visible, so a visible part always has its checksum.
+		line := fmt.Sprintf("%x  %s\n", p.sum.Sum(nil), filepath.Base(p.final))
+		if err := atomicfile.Write(sumPath(p.final), []byte(line)); err != nil {
+			_ = os.Remove(p.tmp)
+			return fmt.Errorf("vectorfile: checksum: %w", err)
+		}
 	}
 	if err := os.Rename(p.tmp, p.final); err != nil {
 		_ = os.Remove(p.tmp)

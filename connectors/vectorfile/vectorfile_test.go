@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -482,5 +483,71 @@ func TestGNCompanionRoundTrip(t *testing.T) {
 			g.GNSpace, g.GNVector, w.GNSpace, w.GNVector = "", nil, "", nil
 			sameVector(t, g, w)
 		}
+	}
+}
+
+// A JSONL part carries a sha256 that `sha256sum -c` checks; one changed digit in it is an error
+// that names the part, not a vector read back silently wrong.
+func TestJSONLPartChecksum(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	s := sinkCases[1].open(t, dir, nil)
+	for _, v := range testVectors(4, "1") {
+		if err := s.Write(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	part := filepath.Join(dir, "part-00000001.jsonl")
+	check := exec.Command("sha256sum", "-c", "."+filepath.Base(part)+".sha256")
+	check.Dir = dir
+	if out, err := check.CombinedOutput(); err != nil {
+		t.Fatalf("sha256sum -c: %v\n%s", err, out)
+	} else if !strings.Contains(string(out), "OK") {
+		t.Fatalf("sha256sum -c: %s", out)
+	}
+	if got := readAll(t, dir, memory.DefaultAllocator); len(got) != 4 {
+		t.Fatalf("read %d vectors", len(got))
+	}
+	b, _ := os.ReadFile(part)
+	i := strings.Index(string(b), `"vector":[`) + len(`"vector":[`)
+	for b[i] < '0' || b[i] > '8' {
+		i++
+	}
+	b[i]++ // one digit of one component
+	if err := os.WriteFile(part, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := ReadVectors(dir, func(schemas.DocVector) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "part-00000001.jsonl") || !strings.Contains(err.Error(), "changed or damaged") {
+		t.Fatalf("ReadVectors of a changed part = %v", err)
+	}
+}
+
+// A checksum whose part never became visible (a crash between the two) is removed on reopen;
+// the checksums of visible parts stay.
+func TestOrphanChecksumRemoved(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	s := sinkCases[1].open(t, dir, nil)
+	if err := s.Write(ctx, testVectors(1, "1")[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	orphan := filepath.Join(dir, ".part-00000002.jsonl.sha256")
+	if err := os.WriteFile(orphan, []byte("00  part-00000002.jsonl\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s2 := sinkCases[1].open(t, dir, nil)
+	defer s2.Close(ctx)
+	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
+		t.Fatalf("orphan checksum still there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".part-00000001.jsonl.sha256")); err != nil {
+		t.Fatalf("a visible part's checksum was removed: %v", err)
 	}
 }
