@@ -57,6 +57,9 @@ type SourceConfig struct {
 	Watch   bool     `yaml:"watch"`
 	Pattern string   `yaml:"pattern"` // file-name glob for watch; default "*"
 	Poll    Duration `yaml:"poll"`    // how often a watched directory is listed; default 10s
+	// MaxDocBytes bounds one document's text: a larger one is dead-lettered with its size, so
+	// one huge input cannot take the run's memory. 0 = no bound.
+	MaxDocBytes int64 `yaml:"max_doc_bytes"`
 
 	// StateFile is where a watched source keeps its per-file checkpoint (set by the runner
 	// from run.state_dir, not by the user).
@@ -133,6 +136,9 @@ type RunConfig struct {
 	Progress        string   `yaml:"progress"` // auto | bar | log | off
 	MetricsAddr     string   `yaml:"metrics_addr"`
 	DrainTimeout    Duration `yaml:"drain_timeout"` // soft stop before the hard stop
+	// InflightBytes bounds the text of the documents between the reader and the writer, with
+	// Queue: memory follows the smaller of the two. 0 = no bound.
+	InflightBytes int64 `yaml:"inflight_bytes"`
 }
 
 // Duration is a time.Duration written as "20ms", "5s" in YAML.
@@ -214,7 +220,7 @@ func Parse(data []byte) (*Config, error) {
 func Defaults() *Config {
 	return &Config{
 		Version:   1,
-		Source:    SourceConfig{Type: "wikipedia"},
+		Source:    SourceConfig{Type: "wikipedia", MaxDocBytes: 32 << 20},
 		GN:        GNConfig{Name: "bge-small-en-v15", Provider: "cpu"},
 		Chunking:  ChunkingConfig{K: 512, S: 512, Mode: "fixed"},
 		Batching:  BatchingConfig{TokenBudget: 16384, MaxBatch: 32, MaxWait: Duration{20 * time.Millisecond}},
@@ -222,7 +228,7 @@ func Defaults() *Config {
 		Aggregate: AggregateConfig{Type: "meanpool", SingleChunk: "reign"},
 		Run: RunConfig{
 			StateDir: "out/state", CommitEvery: 512, CommitInterval: Duration{10 * time.Second},
-			Queue: 64, Progress: "auto", DrainTimeout: Duration{30 * time.Second},
+			Queue: 64, Progress: "auto", DrainTimeout: Duration{30 * time.Second}, InflightBytes: 64 << 20,
 		},
 		Transport: TransportConfig{Type: "embedded", Kafka: KafkaConfig{
 			Partitions: 6, ReplicationFactor: 1, MaxRecordBytes: 900_000, Compression: "zstd", StartOffset: "earliest", RawFormat: "json",
@@ -340,6 +346,10 @@ func (c *Config) Validate() error {
 		return c.bad("run.tokenize_workers", "must be >= 0")
 	case c.Run.Queue < 1:
 		return c.bad("run.queue", "must be >= 1")
+	case c.Source.MaxDocBytes < 0:
+		return c.bad("source.max_doc_bytes", "must be >= 0 (0: no bound)")
+	case c.Run.InflightBytes < 0:
+		return c.bad("run.inflight_bytes", "must be >= 0 (0: no bound)")
 	case c.Run.Progress != "auto" && c.Run.Progress != "bar" && c.Run.Progress != "log" && c.Run.Progress != "off":
 		return c.bad("run.progress", "%q is not auto, bar, log or off", c.Run.Progress)
 	case c.Run.StateDir == "":

@@ -236,6 +236,7 @@ func runWith(ctx context.Context, cfg *pipelines.Config, fromScratch bool, w wir
 	}, embedded.Options{
 		CommitEvery: cfg.Run.CommitEvery, CommitInterval: cfg.Run.CommitInterval.Duration,
 		TokenizeWorkers: cfg.Run.TokenizeWorkers, Queue: cfg.Run.Queue, DrainTimeout: cfg.Run.DrainTimeout.Duration,
+		MaxDocBytes: cfg.Source.MaxDocBytes, InflightBytes: cfg.Run.InflightBytes,
 		Resume: ck.Watermark, Logger: log,
 		OnCommit: func(w int64) error { ck.Watermark = w; return ck.Save(ckPath) },
 	})

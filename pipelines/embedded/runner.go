@@ -96,6 +96,14 @@ type Options struct {
 	TokenizeWorkers int           // default: all cores
 	Queue           int           // documents buffered between stages (default 64)
 	DrainTimeout    time.Duration // soft stop → hard stop (default 30s)
+	// MaxDocBytes dead-letters a document whose text is larger (0: no bound), before it is
+	// tokenized, so it never costs more than the source's own read of it.
+	MaxDocBytes int64
+	// InflightBytes bounds the text of the documents in flight (0: no bound): the reader waits
+	// while admitting the next document would pass it. One document is always admitted, so a
+	// document larger than the bound still runs, alone. Tokens, windows and embeddings grow
+	// with the text, so this bounds the runner's memory where Queue counts documents only.
+	InflightBytes int64
 	// Resume is the number of leading inputs a previous run already committed; they are read
 	// again (sources are deterministic) but skipped.
 	Resume int64
@@ -153,6 +161,7 @@ type item struct {
 	bad     *connectors.BadInputError
 	ack     connectors.AckFunc
 	hash    uint64
+	size    int64 // text bytes held against Options.InflightBytes until the writer is done
 	nTokens int
 	windows [][]int32
 	keys    []uint64
@@ -174,9 +183,10 @@ func (it *item) fail(stage string, err error) {
 
 // Runner executes one pipeline once.
 type Runner struct {
-	parts Parts
-	opt   Options
-	C     Counters
+	parts  Parts
+	opt    Options
+	budget *byteBudget
+	C      Counters
 }
 
 // New checks the parts and returns a runner.
@@ -205,7 +215,7 @@ func New(p Parts, opt Options) (*Runner, error) {
 	if err := p.Chunking.Validate(); err != nil {
 		return nil, err
 	}
-	return &Runner{parts: p, opt: opt}, nil
+	return &Runner{parts: p, opt: opt, budget: newByteBudget(opt.InflightBytes)}, nil
 }
 
 // Run processes the source to its end (or until ctx is cancelled: soft stop) and returns after
@@ -256,7 +266,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		go func() {
 			defer tokWG.Done()
 			for it := range toTok {
-				if it.bad == nil && ctx.Err() == nil {
+				if it.bad == nil && it.err == nil && ctx.Err() == nil {
 					r.tokenize(it)
 				}
 				toEmb <- it
@@ -331,6 +341,15 @@ func (r *Runner) read(ctx context.Context, out chan<- *item) error {
 			continue
 		}
 		it := &item{seq: s, doc: doc, bad: bad, ack: ack}
+		if n := int64(len(doc.Text)); bad == nil && r.opt.MaxDocBytes > 0 && n > r.opt.MaxDocBytes {
+			it.fail("size", fmt.Errorf("document text is %d bytes, over source.max_doc_bytes (%d); raise the bound to embed it", n, r.opt.MaxDocBytes))
+			it.doc.Text = ""
+		}
+		it.size = int64(len(it.doc.Text))
+		if err := r.budget.acquire(ctx, it.size); err != nil {
+			r.C.Abandoned.Add(1) // read, never started: the next run reads it again
+			return nil
+		}
 		r.C.InFlight.Add(1)
 		select {
 		case out <- it:
@@ -338,6 +357,7 @@ func (r *Runner) read(ctx context.Context, out chan<- *item) error {
 			// Read but never started: not acked, so the next run reads it again.
 			r.C.InFlight.Add(-1)
 			r.C.Abandoned.Add(1)
+			r.budget.release(it.size)
 			return nil
 		}
 	}

@@ -24,6 +24,7 @@ const dim = 8
 
 // sliceSource yields documents; an entry with ID "bad:*" is returned as a bad input.
 type sliceSource struct {
+	mu       sync.Mutex // guards i for readCount; Read is called from one goroutine
 	docs     []schemas.Document
 	i        int
 	delay    time.Duration
@@ -40,11 +41,14 @@ func (s *sliceSource) Read(ctx context.Context) (schemas.Document, connectors.Ac
 			return schemas.Document{}, nil, ctx.Err()
 		}
 	}
+	s.mu.Lock()
 	if s.i >= len(s.docs) {
+		s.mu.Unlock()
 		return schemas.Document{}, nil, io.EOF
 	}
 	d := s.docs[s.i]
 	s.i++
+	s.mu.Unlock()
 	if s.cancelAt > 0 && s.i == s.cancelAt {
 		s.cancel()
 	}
@@ -54,7 +58,13 @@ func (s *sliceSource) Read(ctx context.Context) (schemas.Document, connectors.Ac
 	}
 	return d, ack, nil
 }
-func (s *sliceSource) Stats() connectors.SourceStats { return connectors.SourceStats{Read: int64(s.i)} }
+func (s *sliceSource) Stats() connectors.SourceStats { return connectors.SourceStats{Read: int64(s.readCount())} }
+
+func (s *sliceSource) readCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.i
+}
 func (s *sliceSource) Close(context.Context) error   { return nil }
 
 // wordTokenizer maps each space-separated word to an id.
