@@ -96,7 +96,7 @@ func runWith(ctx context.Context, cfg *pipelines.Config, fromScratch bool, w wir
 			return sum, err
 		}
 		for _, s := range cfg.Sinks {
-			if err := os.RemoveAll(s.Dir); err != nil {
+			if err := clearDir(s.Dir); err != nil {
 				return sum, err
 			}
 		}
@@ -308,6 +308,24 @@ func openDeadLetter(cfg *pipelines.Config) (connectors.DeadLetterSink, string, e
 	}
 	dl, err := deadletter.Open(path)
 	return dl, path, err
+}
+
+// clearDir removes what dir holds but not dir itself, which may be a mount point (an output
+// volume of its own) that cannot be removed.
+func clearDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // resumeCheckpoint keeps ck's watermark only if the files the source reads still start with

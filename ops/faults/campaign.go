@@ -46,6 +46,10 @@ type Fault struct {
 	// OnTemp, when set, kills the run the moment a temp file matching this glob (relative to
 	// the trial folder) exists: a write caught half-way.
 	OnTemp string
+	// DiskFull, when set, puts that output folder (cache, vectors, vectors-jsonl, state) on a
+	// small filesystem of its own and fills it once the run has committed, so the writer of
+	// that folder meets ENOSPC; space returns before the final run.
+	DiskFull string
 }
 
 // Result is what one trial showed.
@@ -217,6 +221,17 @@ func (c *Campaign) Trial(i int, f Fault) Result {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		r.Err = err.Error()
 		return r
+	}
+	if f.DiskFull != "" {
+		defer unmountAll(dir)
+		landed, err := c.fillDisk(dir, f.DiskFull)
+		if err != nil {
+			r.Err = err.Error()
+			return r
+		}
+		if landed {
+			r.Kills++
+		}
 	}
 	kills := f.Kills
 	if f.OnTemp != "" {

@@ -25,6 +25,7 @@ import (
 func main() {
 	trials := flag.Int("trials", 20, "random SIGKILL trials (1 to 3 kills each)")
 	targeted := flag.Bool("targeted", true, "also the targeted trials (a kill in each kind of write, a SIGTERM)")
+	diskFull := flag.Bool("disk-full", true, "also fill the disk under each writer (needs root: tmpfs mounts)")
 	seed := flag.Uint64("seed", 1, "seed of the kill times and the corpus")
 	docs := flag.Int("docs", 60, "documents in the fixture corpus")
 	model := flag.String("gn", "all-minilm-l6-v2", "GN (fetched by ops/fetch)")
@@ -33,13 +34,13 @@ func main() {
 	bin := flag.String("bin", "", "reignpipe binary (default: built from this checkout)")
 	out := flag.String("out", "", "also write the table and the machine's description here")
 	flag.Parse()
-	if err := campaign(*trials, *targeted, *seed, *docs, *model, *k, *work, *bin, *out); err != nil {
+	if err := campaign(*trials, *targeted, *diskFull, *seed, *docs, *model, *k, *work, *bin, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "faults:", err)
 		os.Exit(1)
 	}
 }
 
-func campaign(trials int, targeted bool, seed uint64, docs int, model string, k int, work, bin, out string) error {
+func campaign(trials int, targeted, diskFull bool, seed uint64, docs int, model string, k int, work, bin, out string) error {
 	if work == "" {
 		d, err := os.MkdirTemp("", "reignpipe-faults-")
 		if err != nil {
@@ -67,6 +68,13 @@ func campaign(trials int, targeted bool, seed uint64, docs int, model string, k 
 	faults := c.RandomFaults(trials, seed)
 	if targeted {
 		faults = append(faults, c.TargetedFaults()...)
+	}
+	if diskFull {
+		if err := CanFillDisks(); err != nil {
+			c.Logf("disk-full trials left out: %v", err)
+		} else {
+			faults = append(faults, c.DiskFullFaults()...)
+		}
 	}
 	var results []Result
 	failed := 0
