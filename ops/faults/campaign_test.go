@@ -53,6 +53,17 @@ func TestShortCampaign(t *testing.T) {
 			t.Errorf("%s: the fault did not land, so the trial tested nothing", f.Name)
 		}
 	}
+	// Distributed mode under make test (ops/with-kafka exports the broker): one trial.
+	if b, err := BrokerFromEnv(); err != nil {
+		t.Logf("distributed trial left out: %v", err)
+	} else {
+		f := c.RandomDistFaults(1, 7)[0]
+		r := c.DistTrial(len(faults), f, b)
+		rs = append(rs, r)
+		if !r.OK() || r.Kills != len(f.Kills) {
+			t.Errorf("%s (victims %v): %+v", f.Name, f.Victims, r)
+		}
+	}
 	t.Log("\n" + Table(rs))
 	_ = os.RemoveAll(work)
 }

@@ -26,6 +26,7 @@ func main() {
 	trials := flag.Int("trials", 20, "random SIGKILL trials (1 to 3 kills each)")
 	targeted := flag.Bool("targeted", true, "also the targeted trials (a kill in each kind of write, a SIGTERM)")
 	diskFull := flag.Bool("disk-full", true, "also fill the disk under each writer (needs root: tmpfs mounts)")
+	distTrials := flag.Int("dist-trials", 0, "distributed-mode trials (stage processes and the broker killed); run under ops/with-kafka")
 	seed := flag.Uint64("seed", 1, "seed of the kill times and the corpus")
 	docs := flag.Int("docs", 60, "documents in the fixture corpus")
 	model := flag.String("gn", "all-minilm-l6-v2", "GN (fetched by ops/fetch)")
@@ -34,13 +35,13 @@ func main() {
 	bin := flag.String("bin", "", "reignpipe binary (default: built from this checkout)")
 	out := flag.String("out", "", "also write the table and the machine's description here")
 	flag.Parse()
-	if err := campaign(*trials, *targeted, *diskFull, *seed, *docs, *model, *k, *work, *bin, *out); err != nil {
+	if err := campaign(*trials, *targeted, *diskFull, *distTrials, *seed, *docs, *model, *k, *work, *bin, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "faults:", err)
 		os.Exit(1)
 	}
 }
 
-func campaign(trials int, targeted, diskFull bool, seed uint64, docs int, model string, k int, work, bin, out string) error {
+func campaign(trials int, targeted, diskFull bool, distTrials int, seed uint64, docs int, model string, k int, work, bin, out string) error {
 	if work == "" {
 		d, err := os.MkdirTemp("", "reignpipe-faults-")
 		if err != nil {
@@ -89,10 +90,29 @@ func campaign(trials int, targeted, diskFull bool, seed uint64, docs int, model 
 			r.Fault, r.Kills, r.Lost, r.Wrong, r.AddsUp, r.RerunGN, r.FinalState, time.Since(start).Seconds(), firstLine(r.Err))
 	}
 	table := Table(results)
+	if distTrials > 0 {
+		b, err := BrokerFromEnv()
+		if err != nil {
+			return err
+		}
+		var dist []Result
+		for i, f := range c.RandomDistFaults(distTrials, seed) {
+			start := time.Now()
+			r := c.DistTrial(i, f, b)
+			dist = append(dist, r)
+			if !r.OK() {
+				failed++
+			}
+			c.Logf("%-28s kills %d (%v) lost %d wrong %d max-delta %g (%.1f s) %s",
+				r.Fault, r.Kills, f.Victims, r.Lost, r.Wrong, r.MaxDelta, time.Since(start).Seconds(), firstLine(r.Err))
+		}
+		results = append(results, dist...)
+		table += "\n## Distributed mode (ingest, 2 embed workers, aggregate, the broker)\n\n" + Table(dist)
+	}
 	fmt.Print(table)
 	if out != "" {
-		head := fmt.Sprintf("# Fault campaign, embedded mode\n\n%s\n\n`go run ./ops/faults -trials %d -seed %d -docs %d -gn %s -k %d`\n\n",
-			machine(), trials, seed, docs, model, k)
+		head := fmt.Sprintf("# Fault campaign\n\n%s\n\n`go run ./ops/faults -trials %d -dist-trials %d -seed %d -docs %d -gn %s -k %d`\n\n",
+			machine(), trials, distTrials, seed, docs, model, k)
 		if err := os.WriteFile(out, []byte(head+table), 0o644); err != nil {
 			return err
 		}

@@ -1,0 +1,275 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/reignpipe/reignpipe/connectors/kafka"
+	"github.com/reignpipe/reignpipe/schemas"
+)
+
+// Broker is the test broker the distributed trials run against (ops/with-kafka exports both).
+type Broker struct {
+	Addr string // REIGNPIPE_KAFKA_BROKERS
+	Ctl  string // REIGNPIPE_KAFKA_CTL: ops/kafka, to kill and restart it
+}
+
+// BrokerFromEnv finds the broker ops/with-kafka started.
+func BrokerFromEnv() (Broker, error) {
+	b := Broker{Addr: os.Getenv("REIGNPIPE_KAFKA_BROKERS"), Ctl: os.Getenv("REIGNPIPE_KAFKA_CTL")}
+	if b.Addr == "" || b.Ctl == "" {
+		return b, errors.New("no test broker: run under ops/with-kafka (REIGNPIPE_KAFKA_BROKERS and REIGNPIPE_KAFKA_CTL)")
+	}
+	return b, nil
+}
+
+func (b Broker) ctl(verb string) error {
+	out, err := exec.Command(b.Ctl, verb).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ops/kafka %s: %v\n%s", verb, err, out)
+	}
+	return nil
+}
+
+// DistFault is one distributed trial: SIGKILLs at the given moments, each to a victim (an embed
+// worker, the aggregate worker, or the broker), which is restarted after a pause.
+type DistFault struct {
+	Name    string
+	Kills   []time.Duration
+	Victims []string // "embed-a", "embed-b", "aggregate", "broker"
+}
+
+// RandomDistFaults draws n trials of 1 to 3 kills spread over a run's length.
+func (c *Campaign) RandomDistFaults(n int, seed uint64) []DistFault {
+	rng := rand.New(rand.NewPCG(seed, seed^0x5bd1e995))
+	victims := []string{"embed-a", "embed-b", "aggregate", "broker"}
+	span := c.refWall
+	if span < 2*time.Second {
+		span = 2 * time.Second
+	}
+	out := make([]DistFault, n)
+	for i := range out {
+		k := 1 + rng.IntN(3)
+		f := DistFault{Name: fmt.Sprintf("dist-%d (%d kills)", i+1, k)}
+		at := time.Duration(0)
+		for j := 0; j < k; j++ {
+			at += time.Duration(rng.Float64()*float64(span)*0.6) + 500*time.Millisecond
+			f.Kills = append(f.Kills, at)
+			f.Victims = append(f.Victims, victims[rng.IntN(len(victims))])
+		}
+		out[i] = f
+	}
+	return out
+}
+
+func (c *Campaign) distConfig(dir, topics string, b Broker) string {
+	return fmt.Sprintf(`version: 1
+name: faults
+source: {type: jsonl, path: %q, name: f}
+gn: {name: %s}
+chunking: {k: %d, s: %d}
+batching: {max_wait: 5ms}
+cache: {dir: %q}
+sinks:
+  - {type: kafka}
+dead_letter: {path: %q}
+run: {state_dir: %q, progress: off, commit_every: 4, commit_interval: 200ms, drain_timeout: 2s}
+transport:
+  type: kafka
+  kafka: {brokers: [%q], topics: %q, partitions: 3}
+`, c.Input, c.Model, c.K, c.K, filepath.Join(dir, "cache"), filepath.Join(dir, "deadletter.jsonl"),
+		filepath.Join(dir, "state"), b.Addr, topics)
+}
+
+// worker is one stage process of a trial, restartable.
+type worker struct {
+	name string
+	args []string
+	cmd  *exec.Cmd
+	done chan error
+	log  *bytes.Buffer
+}
+
+func (c *Campaign) startWorker(w *worker) error {
+	w.cmd = exec.Command(c.Bin, append([]string{"stage"}, w.args...)...)
+	if w.log == nil {
+		w.log = &bytes.Buffer{}
+	}
+	w.cmd.Stdout, w.cmd.Stderr = w.log, w.log
+	if err := w.cmd.Start(); err != nil {
+		return err
+	}
+	w.done = make(chan error, 1)
+	go func(cmd *exec.Cmd, done chan error) { done <- cmd.Wait() }(w.cmd, w.done)
+	return nil
+}
+
+func (w *worker) kill() {
+	_ = w.cmd.Process.Kill()
+	<-w.done
+}
+
+func (w *worker) stop(timeout time.Duration) error {
+	_ = w.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-w.done:
+		return err
+	case <-time.After(timeout):
+		w.kill()
+		return fmt.Errorf("%s still running %v after SIGTERM", w.name, timeout)
+	}
+}
+
+// DistTrial runs ingest, two embed workers and an aggregate worker as processes joined by the
+// broker, kills as f says, and reads the vector topic until every document of the clean run is
+// there, then compares.
+func (c *Campaign) DistTrial(i int, f DistFault, b Broker) Result {
+	r := Result{Fault: f.Name, AddsUp: true, FinalState: "completed"}
+	dir := filepath.Join(c.Work, fmt.Sprintf("dist-%03d", i))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	topics := fmt.Sprintf("faults-%d-%d", time.Now().UnixNano(), i)
+	yaml := filepath.Join(dir, "pipeline.yaml")
+	if err := os.WriteFile(yaml, []byte(c.distConfig(dir, topics, b)), 0o644); err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	ws := map[string]*worker{
+		"ingest":    {name: "ingest", args: []string{"ingest", "--idle-exit", "3s", yaml}},
+		"embed-a":   {name: "embed-a", args: []string{"embed", "--cache-dir", filepath.Join(dir, "cache-a"), yaml}},
+		"embed-b":   {name: "embed-b", args: []string{"embed", "--cache-dir", filepath.Join(dir, "cache-b"), yaml}},
+		"aggregate": {name: "aggregate", args: []string{"aggregate", yaml}},
+	}
+	// Ingest first: it creates the topics the others join.
+	if err := c.startWorker(ws["ingest"]); err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	time.Sleep(2 * time.Second)
+	for _, n := range []string{"embed-a", "embed-b", "aggregate"} {
+		if err := c.startWorker(ws[n]); err != nil {
+			r.Err = err.Error()
+			return r
+		}
+	}
+	defer func() {
+		for _, w := range ws {
+			if w.cmd != nil && w.cmd.ProcessState == nil {
+				w.kill()
+			}
+		}
+	}()
+	start := time.Now()
+	for j, at := range f.Kills {
+		time.Sleep(time.Until(start.Add(at)))
+		v := f.Victims[j]
+		if v == "broker" {
+			if err := b.ctl("kill"); err != nil {
+				r.Err = err.Error()
+				return r
+			}
+			time.Sleep(time.Second)
+			if err := b.ctl("start"); err != nil {
+				r.Err = err.Error()
+				return r
+			}
+			r.Kills++
+			continue
+		}
+		w := ws[v]
+		select {
+		case err := <-w.done:
+			r.Err = fmt.Sprintf("%s had exited before its kill (%v):\n%s", v, err, tail(w.log.String()))
+			return r
+		default:
+		}
+		w.kill()
+		r.Kills++
+		time.Sleep(500 * time.Millisecond)
+		if err := c.startWorker(w); err != nil {
+			r.Err = err.Error()
+			return r
+		}
+	}
+	got, err := readVectorTopic(b, topics+".vectors", c.ref, c.Timeout)
+	if err != nil {
+		r.Err = err.Error()
+		for _, n := range []string{"ingest", "embed-a", "embed-b", "aggregate"} {
+			r.Err += fmt.Sprintf("\n--- %s ---\n%s", n, tail(ws[n].log.String()))
+		}
+		return r
+	}
+	for _, n := range []string{"embed-a", "embed-b", "aggregate"} {
+		if err := ws[n].stop(time.Minute); err != nil {
+			r.Err = fmt.Sprintf("%s: exit after SIGTERM: %v", n, err)
+		}
+	}
+	if err := <-ws["ingest"].done; err != nil {
+		r.Err = fmt.Sprintf("ingest: %v\n%s", err, tail(ws["ingest"].log.String()))
+	}
+	c.compareDist(&r, got)
+	return r
+}
+
+// compareDist is compare with the tolerance distributed mode is held to against the embedded
+// run: the same windows and GN, so vectors agree to float rounding of the Kafka round trip.
+func (c *Campaign) compareDist(r *Result, got map[string]schemas.DocVector) {
+	for id, want := range c.ref {
+		g, ok := got[id]
+		if !ok {
+			r.Lost++
+			continue
+		}
+		d := maxDelta(want.Vector, g.Vector)
+		r.MaxDelta = max(r.MaxDelta, d)
+		if d > 1e-6 || g.ContentHash != want.ContentHash {
+			r.Wrong++
+		}
+	}
+	for id := range got {
+		if _, ok := c.ref[id]; !ok {
+			r.Extra++
+		}
+	}
+}
+
+// readVectorTopic consumes topic with a fresh group until every document of want is there.
+func readVectorTopic(b Broker, topic string, want map[string]schemas.DocVector, timeout time.Duration) (map[string]schemas.DocVector, error) {
+	cons, err := kafka.NewConsumer(kafka.ClientConfig{Brokers: []string{b.Addr}},
+		kafka.ConsumerOptions{Group: fmt.Sprintf("faults-reader-%d", time.Now().UnixNano()), Topics: []string{topic}})
+	if err != nil {
+		return nil, err
+	}
+	defer cons.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	got := map[string]schemas.DocVector{}
+	missing := len(want)
+	for missing > 0 {
+		d, err := cons.Next(ctx)
+		if err != nil {
+			return got, fmt.Errorf("reading %s: %w; %d of %d documents arrived", topic, err, len(want)-missing, len(want))
+		}
+		v, err := schemas.DecodeDocVector(d.Value)
+		if err != nil {
+			return got, fmt.Errorf("record %s: %w", d.Key, err)
+		}
+		if _, seen := got[v.DocID]; !seen {
+			if _, ok := want[v.DocID]; ok {
+				missing--
+			}
+		}
+		got[v.DocID] = v
+	}
+	return got, nil
+}
