@@ -9,13 +9,13 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	stdunicode "unicode"
 
 	"github.com/dsnet/compress/bzip2"
 	"github.com/klauspost/compress/gzip"
 	"golang.org/x/text/encoding/unicode"
 	"golang.org/x/text/transform"
 
-	"github.com/reignpipe/reignpipe/connectors/wikipedia/wikitext"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -273,9 +273,13 @@ func (r *Reader) convert(elem []byte) (item, string) {
 	if it.bad != nil {
 		return it, ""
 	}
-	text := wikitext.Plain(p.text)
-	if strings.TrimSpace(text) == "" {
+	if strings.TrimSpace(p.text) == "" {
 		return it, "empty"
+	}
+	text := r.names.Plain(p.text)
+	if !hasWord(text) {
+		// Only markup (templates, categories, files) was there: nothing to embed.
+		return it, "markup_only"
 	}
 	it.doc = schemas.Document{
 		Version: p.revID,
@@ -284,6 +288,17 @@ func (r *Reader) convert(elem []byte) (item, string) {
 		Meta:    map[string]string{"ns": p.ns, "timestamp": p.timestamp, "revision_id": p.revID},
 	}
 	return it, ""
+}
+
+// hasWord reports whether s holds a letter or a digit: text made only of punctuation, spaces
+// and invisible characters is what cleaning leaves of markup, not content.
+func hasWord(s string) bool {
+	for _, c := range s {
+		if stdunicode.IsLetter(c) || stdunicode.IsDigit(c) {
+			return true
+		}
+	}
+	return false
 }
 
 func isDigits(s string) bool {

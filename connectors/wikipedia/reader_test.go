@@ -168,7 +168,7 @@ func TestReadFormats(t *testing.T) {
 		"multistream as seq":   {Path: ms, Sequential: true},
 	}
 	wantIDs := []string{"testwiki:1", "testwiki:4", "testwiki:6"}
-	wantSkipped := map[string]int64{"redirect": 1, "namespace": 1, "empty": 1}
+	wantSkipped := map[string]int64{"redirect": 1, "namespace": 1, "markup_only": 1}
 	for name, opts := range files {
 		t.Run(name, func(t *testing.T) {
 			res, st, err := readAll(t, opts)

@@ -20,6 +20,7 @@ import (
 	"sync"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/connectors/wikipedia/wikitext"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -70,7 +71,8 @@ type Reader struct {
 	multistream bool
 	segs        []segment
 	namespaces  map[int]bool
-	fileSource  string // from the file name, used when neither Options nor <siteinfo> names one
+	names       *wikitext.Namespaces // the dump's namespace names, from <siteinfo>
+	fileSource  string               // from the file name, used when neither Options nor <siteinfo> names one
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -189,6 +191,22 @@ func (r *Reader) sniff() error {
 		return fmt.Errorf("wikipedia: %s: %w", r.base, err)
 	}
 	r.enc, r.bom = sniffEncoding(head[:n])
+	r.names = wikitext.DefaultNamespaces()
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("wikipedia: %w", err)
+	}
+	// Workers convert pages in parallel from the first one on, so the namespace names are
+	// read here, before any of them starts.
+	dec2, closeDec2, err := decompress(f, r.comp)
+	if err != nil {
+		return fmt.Errorf("wikipedia: %s: %w", r.base, err)
+	}
+	defer closeDec2()
+	if text, err := decode(dec2, r.enc, r.bom); err == nil {
+		if si := readSiteinfo(text); si != nil {
+			r.names, _, _ = parseNamespaces(si)
+		}
+	}
 	return nil
 }
 
