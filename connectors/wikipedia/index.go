@@ -19,7 +19,8 @@ import (
 // whole file otherwise.
 type segment struct {
 	off, end int64
-	first    bool // holds the start of the document (BOM, <siteinfo>)
+	first    bool    // holds the start of the document (BOM, <siteinfo>)
+	missing  []int64 // index offsets of streams past the end of a truncated file
 }
 
 // indexPath finds the index beside a multistream dump: "x-multistream.xml.bz2" has
@@ -38,7 +39,7 @@ func indexPath(dump string) string {
 }
 
 // readIndex reads the distinct stream offsets of a multistream index file.
-func readIndex(path string, dumpSize int64) ([]int64, error) {
+func readIndex(path string) ([]int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -54,7 +55,7 @@ func readIndex(path string, dumpSize int64) ([]int64, error) {
 		defer bz.Close()
 		r = bz
 	}
-	offs, err := parseIndex(r, dumpSize)
+	offs, err := parseIndex(r)
 	if err != nil {
 		return nil, fmt.Errorf("index %s: %w", path, err)
 	}
@@ -62,8 +63,10 @@ func readIndex(path string, dumpSize int64) ([]int64, error) {
 }
 
 // parseIndex reads "offset:pageid:title" lines and returns the distinct offsets, sorted.
-// Titles may hold colons, so only the first two fields are split off.
-func parseIndex(r io.Reader, dumpSize int64) ([]int64, error) {
+// Titles may hold colons, so only the first two fields are split off. Offsets past the end of
+// the dump are kept: they are the streams a truncated download lost, and their pages are
+// reported lost rather than silently missing.
+func parseIndex(r io.Reader) ([]int64, error) {
 	br := bufio.NewReaderSize(r, 1<<16)
 	var offs []int64
 	sorted := true
@@ -80,9 +83,6 @@ func parseIndex(r io.Reader, dumpSize int64) ([]int64, error) {
 			off, perr := parseIndexLine(b)
 			if perr != nil {
 				return nil, fmt.Errorf("line %d: %w", line, perr)
-			}
-			if off >= dumpSize {
-				return nil, fmt.Errorf("line %d: offset %d beyond the dump's %d bytes", line, off, dumpSize)
 			}
 			if n := len(offs); n == 0 || offs[n-1] != off {
 				if n > 0 && off < offs[n-1] {
@@ -106,35 +106,88 @@ func parseIndex(r io.Reader, dumpSize int64) ([]int64, error) {
 }
 
 func parseIndexLine(b []byte) (int64, error) {
+	off, _, _, err := splitIndexLine(b)
+	return off, err
+}
+
+func splitIndexLine(b []byte) (off int64, id, title string, err error) {
 	offS, rest, ok := bytes.Cut(b, []byte(":"))
 	if !ok {
-		return 0, errors.New("want offset:pageid:title")
+		return 0, "", "", errors.New("want offset:pageid:title")
 	}
-	idS, _, ok := bytes.Cut(rest, []byte(":"))
+	idS, titleB, ok := bytes.Cut(rest, []byte(":"))
 	if !ok {
-		return 0, errors.New("want offset:pageid:title")
+		return 0, "", "", errors.New("want offset:pageid:title")
 	}
-	off, err := strconv.ParseInt(string(offS), 10, 64)
+	off, err = strconv.ParseInt(string(offS), 10, 64)
 	if err != nil || off < 0 {
-		return 0, fmt.Errorf("bad offset %q", offS)
+		return 0, "", "", fmt.Errorf("bad offset %q", offS)
 	}
 	if _, err := strconv.ParseUint(string(idS), 10, 64); err != nil {
-		return 0, fmt.Errorf("bad page id %q", idS)
+		return 0, "", "", fmt.Errorf("bad page id %q", idS)
 	}
-	return off, nil
+	return off, string(idS), string(titleB), nil
+}
+
+// indexEntry is one page the index places in a stream.
+type indexEntry struct{ id, title string }
+
+// lookupIndex reads the index again for the pages of the streams at offs. The reader keeps
+// only offsets in memory (a full index's titles run to gigabytes), so the pages of a lost
+// stream are looked up when it is lost, once per loss.
+func lookupIndex(path string, offs []int64) (map[int64][]indexEntry, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var r io.Reader = bufio.NewReaderSize(f, 1<<16)
+	if magic, _ := r.(*bufio.Reader).Peek(3); string(magic) == "BZh" {
+		bz, err := bzip2.NewReader(r, nil)
+		if err != nil {
+			return nil, fmt.Errorf("index %s: %w", path, err)
+		}
+		defer bz.Close()
+		r = bz
+	}
+	want := make(map[int64]bool, len(offs))
+	for _, o := range offs {
+		want[o] = true
+	}
+	got := map[int64][]indexEntry{}
+	br := bufio.NewReaderSize(r, 1<<16)
+	for {
+		b, err := br.ReadSlice('\n')
+		if err != nil && err != io.EOF {
+			return got, fmt.Errorf("index %s: %w", path, err)
+		}
+		if b = bytes.TrimRight(b, "\r\n"); len(b) > 0 {
+			if off, id, title, perr := splitIndexLine(b); perr == nil && want[off] {
+				got[off] = append(got[off], indexEntry{id, title})
+			}
+		}
+		if err == io.EOF {
+			return got, nil
+		}
+	}
 }
 
 // segmentsFor splits a dump of size bytes at the index offsets. The bytes before the first
-// offset are the stream holding <mediawiki> and <siteinfo>.
+// offset are the stream holding <mediawiki> and <siteinfo>. Offsets at or past size make one
+// last segment of streams the file lacks.
 func segmentsFor(offs []int64, size int64) []segment {
-	segs := make([]segment, 0, len(offs)+1)
+	segs := make([]segment, 0, len(offs)+2)
 	if offs[0] > 0 {
 		segs = append(segs, segment{off: 0, end: offs[0]})
 	}
 	for i, o := range offs {
+		if o >= size {
+			segs = append(segs, segment{off: size, end: size, missing: offs[i:]})
+			break
+		}
 		end := size
 		if i+1 < len(offs) {
-			end = offs[i+1]
+			end = min(offs[i+1], size)
 		}
 		segs = append(segs, segment{off: o, end: end})
 	}

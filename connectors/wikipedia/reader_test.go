@@ -278,7 +278,6 @@ func TestBrokenInputs(t *testing.T) {
 		wantDocs int
 	}{
 		{"truncated xml", Options{Path: writeFile(t, dir, "t.xml", []byte(truncated))}, "ends inside a <page>", 1},
-		{"truncated bz2", Options{Path: writeFile(t, dir, "t.xml.bz2", bz2(t, siteinfo+strings.Join(pages, ""))[:200])}, "", 0},
 	}
 	if _, err := Open(Options{Path: ms, Index: wrongIdx}); err == nil || !strings.Contains(err.Error(), "does not start a bz2 stream") {
 		t.Errorf("Open with a wrong index: %v", err)

@@ -137,6 +137,9 @@ func (s *scanner) next() (int, []byte, error) {
 	}
 }
 
+// pending returns the bytes read but not yet handed out.
+func (s *scanner) pending() []byte { return s.buf[s.start:s.end] }
+
 func (s *scanner) endErr() error {
 	if s.readErr != nil {
 		return s.readErr

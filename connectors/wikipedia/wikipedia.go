@@ -6,6 +6,10 @@
 // order, so a run's document order never depends on scheduling and a resumed run can skip
 // what was acked. Without an index the file is read front to back, with decompression on its
 // own goroutine.
+//
+// A damaged or truncated bz2 stream is not the end of a run: its pages come out of Read as
+// bad inputs (dead letters) and reading goes on with the next stream (see streams.go and
+// README.md).
 package wikipedia
 
 import (
@@ -69,6 +73,7 @@ type Reader struct {
 	enc         textEncoding
 	bom         int
 	multistream bool
+	index       string // the multistream index, when read
 	segs        []segment
 	namespaces  map[int]bool
 	names       *wikitext.Namespaces // the dump's namespace names, from <siteinfo>
@@ -141,14 +146,14 @@ func Open(opts Options) (*Reader, error) {
 		if r.comp != compBzip2 {
 			return nil, fmt.Errorf("wikipedia: index %s given but %s is not bz2", idx, r.base)
 		}
-		offs, err := readIndex(idx, r.size)
+		offs, err := readIndex(idx)
 		if err != nil {
 			return nil, fmt.Errorf("wikipedia: %w", err)
 		}
 		if err := r.checkFirstStream(offs[0]); err != nil {
 			return nil, fmt.Errorf("wikipedia: index %s: %w", idx, err)
 		}
-		r.segs, r.multistream = segmentsFor(offs, r.size), true
+		r.segs, r.multistream, r.index = segmentsFor(offs, r.size), true, idx
 	} else {
 		workers = 1
 	}

@@ -1,0 +1,321 @@
+package wikipedia
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/dsnet/compress/bzip2"
+)
+
+// A damaged bz2 stream costs only its own pages. A multistream dump's stream is decompressed
+// whole before it is scanned, so a stream whose checksum fails hands out none of its text (bz2
+// checks a block's CRC only after its bytes came out, and those bytes may be garbage); its
+// pages, from the index, are dead-lettered by id and title. Without an index the reader
+// resumes at the next stream header after the damage; what it lost is one dead letter naming
+// the byte range and the first page it could identify.
+
+// maxStreamBuffer bounds the decompressed stream held before scanning. Wikimedia's streams
+// hold 100 pages (a few MiB); a larger one is scanned as it decompresses, and damage late in
+// it loses only the pages not yet handed out.
+const maxStreamBuffer = 64 << 20
+
+// streamHeader is a bz2 stream's start: "BZh", the block size digit, then the magic of its
+// first block (0x314159265359) or, for an empty stream, of its end (0x177245385090).
+var (
+	blockMagic = []byte{0x31, 0x41, 0x59, 0x26, 0x53, 0x59}
+	eosMagic   = []byte{0x17, 0x72, 0x45, 0x38, 0x50, 0x90}
+)
+
+const headerLen = 10
+
+func isStreamHeader(b []byte) bool {
+	return len(b) >= headerLen && string(b[:3]) == "BZh" && b[3] >= '1' && b[3] <= '9' &&
+		(bytes.Equal(b[4:10], blockMagic) || bytes.Equal(b[4:10], eosMagic))
+}
+
+// nextStreamHeader finds the first stream header at or after from and before end.
+func nextStreamHeader(f io.ReaderAt, from, end int64) (int64, bool, error) {
+	buf := make([]byte, 1<<20)
+	for off := from; off < end; {
+		n, err := f.ReadAt(buf[:min(int64(len(buf)), end-off)], off)
+		if err != nil && err != io.EOF {
+			return 0, false, err
+		}
+		if n == 0 {
+			break
+		}
+		w := buf[:n]
+		for i := 0; ; {
+			j := bytes.Index(w[i:], []byte("BZh"))
+			if j < 0 {
+				break
+			}
+			p := i + j
+			if p+headerLen > len(w) {
+				if off+int64(n) < end {
+					break // read again from p so the header is whole
+				}
+				return 0, false, nil
+			}
+			if isStreamHeader(w[p:]) {
+				return off + int64(p), true, nil
+			}
+			i = p + 1
+		}
+		if n < headerLen || off+int64(n) >= end {
+			break
+		}
+		off += int64(n - headerLen + 1)
+	}
+	return 0, false, nil
+}
+
+// prevStreamHeader finds the last stream header at or after from and before at, searching
+// backwards, so that a loss can name where its stream began.
+func prevStreamHeader(f io.ReaderAt, from, at int64) int64 {
+	const win = 1 << 20
+	for hi := at; hi > from; {
+		lo := max(from, hi-win)
+		buf := make([]byte, min(hi+headerLen, at+headerLen)-lo)
+		n, _ := f.ReadAt(buf, lo)
+		buf = buf[:n]
+		for i := min(int64(len(buf)), hi-lo+headerLen) - 1; i >= 0; i-- {
+			if lo+i < at && isStreamHeader(buf[i:]) {
+				return lo + i
+			}
+		}
+		hi = lo
+	}
+	return from
+}
+
+// stream scans one multistream segment.
+func (s *segScan) stream(ctx context.Context, f *os.File) error {
+	seg := s.run.seg
+	if err := checkStreamStart(f, seg.off); err != nil {
+		return s.lose(ctx, err, nil)
+	}
+	src := countingReader{io.NewSectionReader(f, seg.off, seg.end-seg.off), &s.run.read}
+	bz, err := bzip2.NewReader(src, nil)
+	if err != nil {
+		return err
+	}
+	defer bz.Close()
+	bom := 0
+	if seg.first {
+		bom = s.r.bom
+	}
+	text, err := decode(bz, s.r.enc, bom)
+	if err != nil {
+		return s.lose(ctx, err, nil)
+	}
+	head, err := io.ReadAll(io.LimitReader(text, maxStreamBuffer))
+	if err != nil {
+		return s.lose(ctx, err, nil)
+	}
+	var in io.Reader = bytes.NewReader(head)
+	if len(head) == maxStreamBuffer {
+		in = io.MultiReader(in, text)
+	}
+	if partial, err := s.scan(ctx, in); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return s.lose(ctx, err, partial)
+	}
+	return s.flush(ctx)
+}
+
+// lose hands out what the segment yielded so far, then a dead letter for each page the index
+// puts in the stream that was not met. A stream the index names no page of (the one holding
+// <siteinfo>) is one dead letter for its byte range.
+func (s *segScan) lose(ctx context.Context, cause error, partial []byte) error {
+	if err := s.flush(ctx); err != nil {
+		return err
+	}
+	seg := s.run.seg
+	byIdx, lerr := lookupIndex(s.r.index, []int64{seg.off})
+	var lost []indexEntry
+	for _, e := range byIdx[seg.off] {
+		if !s.seen[e.id] {
+			lost = append(lost, e)
+		}
+	}
+	s.run.read.Store(seg.end - seg.off)
+	truncated := seg.end == s.r.size && errors.Is(cause, io.ErrUnexpectedEOF)
+	err := lossError(s.r.base, seg.off, seg.end, lost, partial, truncated, cause)
+	if lerr != nil {
+		err = fmt.Errorf("%w (and its pages could not be listed: %v)", err, lerr)
+	}
+	return s.loseAll(ctx, lost, partial, err)
+}
+
+// loseMissing reports the pages of the streams a truncated file lacks.
+func (s *segScan) loseMissing(ctx context.Context) error {
+	offs := s.run.seg.missing
+	byIdx, lerr := lookupIndex(s.r.index, offs)
+	if lerr != nil {
+		return lerr
+	}
+	for _, off := range offs {
+		lost := byIdx[off]
+		cause := fmt.Errorf("truncated: the file ends at byte %d, before this stream", s.r.size)
+		if err := s.loseAll(ctx, lost, nil, lossError(s.r.base, off, -1, lost, nil, true, cause)); err != nil {
+			return err
+		}
+	}
+	return s.flush(ctx)
+}
+
+func (s *segScan) loseAll(ctx context.Context, lost []indexEntry, partial []byte, err error) error {
+	if len(lost) == 0 {
+		id, title := identify(partial)
+		lost = []indexEntry{{id, title}}
+	}
+	for _, e := range lost {
+		s.ordinal++
+		s.cur.pages++
+		if aerr := s.add(item{ordinal: s.ordinal, pageID: e.id, title: e.title, bad: err}); aerr != nil {
+			return aerr
+		}
+	}
+	return s.flush(ctx)
+}
+
+// lossError names the lost stream's byte range (end < 0: past the end of the file), its
+// first and last page as far as known, and whether the file was cut short.
+func lossError(base string, off, end int64, lost []indexEntry, partial []byte, truncated bool, cause error) error {
+	var b strings.Builder
+	if end < 0 {
+		fmt.Fprintf(&b, "bz2 stream at byte %d of %s", off, base)
+	} else {
+		fmt.Fprintf(&b, "bz2 stream at bytes %d-%d of %s", off, end, base)
+	}
+	switch {
+	case len(lost) > 0:
+		fmt.Fprintf(&b, " (pages %s %q to %s %q, %d lost)", lost[0].id, lost[0].title, lost[len(lost)-1].id, lost[len(lost)-1].title, len(lost))
+	default:
+		if id, title := identify(partial); id != "" || title != "" {
+			fmt.Fprintf(&b, " (from page %s %q on; later pages unknown)", id, title)
+		} else {
+			b.WriteString(" (no page identified)")
+		}
+	}
+	if truncated && !strings.Contains(cause.Error(), "truncated") {
+		b.WriteString(" is truncated: the file ends inside it")
+	} else {
+		b.WriteString(" is damaged")
+	}
+	return fmt.Errorf("%s: %w", b.String(), cause)
+}
+
+// identify finds the title and page id at the start of a partly read <page>.
+func identify(partial []byte) (id, title string) {
+	p := bytes.Index(partial, pageStart)
+	if p < 0 {
+		return "", ""
+	}
+	partial = partial[p:]
+	field := func(name string) string {
+		i := bytes.Index(partial, []byte("<"+name+">"))
+		if i < 0 {
+			return ""
+		}
+		rest := partial[i+len(name)+2:]
+		j := bytes.Index(rest, []byte("</"+name+">"))
+		if j < 0 || j > 1024 {
+			return ""
+		}
+		return strings.TrimSpace(unescape(rest[:j]))
+	}
+	id = field("id")
+	if !isDigits(id) {
+		id = ""
+	}
+	return id, field("title")
+}
+
+// streamErr marks an error of the decompressor, as opposed to one of the XML scanner.
+type streamErr struct{ err error }
+
+func (e *streamErr) Error() string { return e.err.Error() }
+func (e *streamErr) Unwrap() error { return e.err }
+
+type markErrors struct{ r io.Reader }
+
+func (m markErrors) Read(p []byte) (int, error) {
+	n, err := m.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = &streamErr{err}
+	}
+	return n, err
+}
+
+// resyncing reads a bz2 dump without an index front to back. When decompression fails, the
+// pages handed out so far stand, the loss is one dead letter, and reading resumes at the next
+// stream header after the point of failure (a file of one stream has none: the rest is lost).
+func (s *segScan) resyncing(ctx context.Context, f *os.File) error {
+	seg := s.run.seg
+	for start := seg.off; ; {
+		// The bz2 reader takes a bufio.Reader as it is, so its InputOffset is exact: the
+		// next stream cannot start before it.
+		br := bufio.NewReaderSize(countingReader{io.NewSectionReader(f, start, seg.end-start), &s.run.read}, 1<<16)
+		bz, err := bzip2.NewReader(br, nil)
+		if err != nil {
+			return err
+		}
+		ra := newReadahead(ctx, markErrors{bz})
+		bom := 0
+		if start == seg.off && seg.first {
+			bom = s.r.bom
+		}
+		var partial []byte
+		text, err := decode(ra, s.r.enc, bom)
+		if err == nil {
+			partial, err = s.scan(ctx, text)
+		}
+		ra.stop()
+		failAt := start + bz.InputOffset
+		bz.Close()
+		var se *streamErr
+		switch {
+		case err == nil:
+			return s.flush(ctx)
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case !errors.As(err, &se):
+			if ferr := s.flush(ctx); ferr != nil {
+				return ferr
+			}
+			return err
+		}
+		next, found, serr := nextStreamHeader(f, max(failAt, start+1), seg.end)
+		if serr != nil {
+			return serr
+		}
+		from := prevStreamHeader(f, start, failAt)
+		end := seg.end
+		if found {
+			end = next
+		}
+		truncated := !found && errors.Is(err, io.ErrUnexpectedEOF)
+		lerr := lossError(s.r.base, from, end, nil, partial, truncated, se.err)
+		if s.last != "" {
+			lerr = fmt.Errorf("%w; the last page read before it was %s", lerr, s.last)
+		}
+		if err := s.loseAll(ctx, nil, partial, lerr); err != nil {
+			return err
+		}
+		s.run.read.Store(end - seg.off)
+		if !found {
+			return nil
+		}
+		start = next
+	}
+}
