@@ -15,28 +15,57 @@ import (
 const maxSiteinfo = 4 << 20
 
 // readSiteinfo returns the <siteinfo> element at the head of a decompressed dump, or nil when
-// the dump has none (a <page> comes first, or the head holds neither). Read errors end the
-// search quietly: the workers meet them again and report them with their position.
-func readSiteinfo(r io.Reader) []byte {
+// the dump has none (a <page> comes first, or the head holds neither), and the first bytes of
+// the text, for errors about what the file is instead. Read errors end the search quietly:
+// the workers meet them again and report them with their position.
+func readSiteinfo(r io.Reader) (si, head []byte) {
 	var buf []byte
 	chunk := make([]byte, 64<<10)
 	for len(buf) < maxSiteinfo {
 		n, err := r.Read(chunk)
 		buf = append(buf, chunk[:n]...)
+		head = buf[:min(len(buf), 512)]
 		start := bytes.Index(buf, []byte("<siteinfo>"))
 		if p := bytes.Index(buf, pageStart); p >= 0 && (start < 0 || p < start) {
-			return nil
+			return nil, head
 		}
 		if start >= 0 {
 			if end := bytes.Index(buf[start:], siteinfoEnd); end >= 0 {
-				return buf[start : start+end+len(siteinfoEnd)]
+				return buf[start : start+end+len(siteinfoEnd)], head
 			}
 		}
 		if err != nil {
-			return nil
+			return nil, head
 		}
 	}
-	return nil
+	return nil, head
+}
+
+// rootElement names the first element in head ("us-patent-grant", "html"), skipping the XML
+// declaration, comments and a DOCTYPE; "" when head holds none.
+func rootElement(head []byte) string {
+	for {
+		i := bytes.IndexByte(head, '<')
+		if i < 0 || i+1 >= len(head) {
+			return ""
+		}
+		head = head[i+1:]
+		if c := head[0]; c == '?' || c == '!' {
+			continue
+		}
+		j := 0
+		for j < len(head) && j < 64 && (isLetterOrDigit(head[j]) || head[j] == '-' || head[j] == '_' || head[j] == ':' || head[j] == '.') {
+			j++
+		}
+		if j == 0 {
+			continue
+		}
+		return string(head[:j])
+	}
+}
+
+func isLetterOrDigit(c byte) bool {
+	return c|0x20 >= 'a' && c|0x20 <= 'z' || c >= '0' && c <= '9'
 }
 
 // parseNamespaces builds the namespace table of a <siteinfo> element: the canonical and

@@ -52,7 +52,7 @@ func TestReadSiteinfo(t *testing.T) {
 		{"none", "<mediawiki></mediawiki>", false},
 		{"unclosed", "<mediawiki><siteinfo><dbname>x", false},
 	} {
-		got := readSiteinfo(strings.NewReader(tc.in))
+		got, _ := readSiteinfo(strings.NewReader(tc.in))
 		if (got != nil) != tc.want {
 			t.Errorf("%s: readSiteinfo = %q", tc.name, got)
 		}

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strings"
 	"sync"
 
 	"github.com/reignpipe/reignpipe/connectors"
@@ -77,7 +78,9 @@ type Reader struct {
 	segs        []segment
 	namespaces  map[int]bool
 	names       *wikitext.Namespaces // the dump's namespace names, from <siteinfo>
-	fileSource  string               // from the file name, used when neither Options nor <siteinfo> names one
+	head        []byte               // the file's first bytes, and the text's first element
+	root        string
+	fileSource  string // from the file name, used when neither Options nor <siteinfo> names one
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -182,6 +185,7 @@ func (r *Reader) sniff() error {
 	defer f.Close()
 	var head [4]byte
 	n, _ := io.ReadFull(f, head[:])
+	r.head = append([]byte(nil), head[:n]...)
 	r.comp = sniffCompression(head[:n])
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("wikipedia: %w", err)
@@ -208,9 +212,11 @@ func (r *Reader) sniff() error {
 	}
 	defer closeDec2()
 	if text, err := decode(dec2, r.enc, r.bom); err == nil {
-		if si := readSiteinfo(text); si != nil {
+		si, head := readSiteinfo(text)
+		if si != nil {
 			r.names, _, _ = parseNamespaces(si)
 		}
+		r.root = rootElement(head)
 	}
 	return nil
 }
@@ -278,6 +284,11 @@ func (r *Reader) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 						r.err = errClosed
 						continue
 					}
+					if r.segBase == 0 {
+						// Not one <page>: the wrong file, not an empty wiki.
+						r.err = r.noPages()
+						continue
+					}
 					return schemas.Document{}, nil, io.EOF
 				}
 				r.mu.Lock()
@@ -312,6 +323,19 @@ func (r *Reader) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 			}
 		}
 	}
+}
+
+// noPages says what the file is, since it is not a MediaWiki export.
+func (r *Reader) noPages() error {
+	switch {
+	case r.size == 0:
+		return fmt.Errorf("wikipedia: %s is empty: no pages to read", r.base)
+	case r.comp == compNone && strings.HasSuffix(strings.ToLower(r.base), ".bz2"):
+		return fmt.Errorf("wikipedia: %s is named .bz2 but does not start with the bz2 magic \"BZh\" (first bytes %x): not a bz2 file, no pages read", r.base, r.head)
+	case r.root != "" && r.root != "mediawiki":
+		return fmt.Errorf("wikipedia: %s holds no <page> element: its root element is <%s>, not <mediawiki> (not a MediaWiki XML export)", r.base, r.root)
+	}
+	return fmt.Errorf("wikipedia: %s holds no <page> element in %d bytes (not a MediaWiki XML export?)", r.base, r.size)
 }
 
 func (r *Reader) emit(it item) (schemas.Document, connectors.AckFunc, error) {

@@ -158,6 +158,7 @@ func TestDamagedWikipediaStreamRunCompletes(t *testing.T) {
 	if len(dls) != 3 {
 		t.Fatalf("dead letters %v", dls)
 	}
+	slices.SortFunc(dls, func(a, b map[string]string) int { return cmpNum(a["doc_id"], b["doc_id"]) })
 	for i, d := range dls {
 		if d["doc_id"] != fmt.Sprintf("dmgwiki:%d", 7+i) || !strings.Contains(d["position"], fmt.Sprintf("Page %d", 7+i)) ||
 			!strings.Contains(d["error"], "mismatching block checksum") || !strings.Contains(d["error"], "damaged") {
