@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,6 +22,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/connectors/textpolicy"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -87,6 +89,8 @@ type Reader struct {
 	mu      sync.Mutex // guards the counters Stats reports
 	read    int64
 	skipped map[string]int64
+	text    map[string]int64  // text policy counts, guarded by mu
+	scratch textpolicy.Counts // this line's counts; Read's goroutine only
 	closed  bool
 }
 
@@ -118,7 +122,7 @@ func Open(opts Options) (*Reader, error) {
 		return nil, fmt.Errorf("jsonl: %w", err)
 	}
 	r := &Reader{path: opts.Path, base: filepath.Base(opts.Path), source: opts.Source, f: f,
-		size: st.Size(), skipped: map[string]int64{}, closeDec: func() {}}
+		size: st.Size(), skipped: map[string]int64{}, text: map[string]int64{}, scratch: textpolicy.Counts{}, closeDec: func() {}}
 	if r.source == "" {
 		r.source = defaultSource(opts.Path)
 	}
@@ -209,6 +213,9 @@ func (r *Reader) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
+		// Invalid UTF-8 is repaired before JSON sees it (encoding/json would replace each
+		// byte, uncounted); control characters escaped in the JSON are stripped after.
+		line = textpolicy.CleanBytes(line, r.scratch)
 		rec, err := ParseLine(line)
 		if err != nil {
 			id := ""
@@ -217,6 +224,8 @@ func (r *Reader) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 			}
 			return schemas.Document{}, noAck, &connectors.BadInputError{DocID: id, Position: pos, Reason: err}
 		}
+		rec.Text, rec.Title = textpolicy.Clean(rec.Text, r.scratch), textpolicy.Clean(rec.Title, r.scratch)
+		r.countText()
 		if strings.TrimSpace(rec.Text) == "" {
 			r.mu.Lock()
 			r.skipped["empty"]++
@@ -233,6 +242,18 @@ func (r *Reader) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 	}
 }
 
+func (r *Reader) countText() {
+	if len(r.scratch) == 0 {
+		return
+	}
+	r.mu.Lock()
+	for k, v := range r.scratch {
+		r.text[k] += v
+	}
+	r.mu.Unlock()
+	clear(r.scratch)
+}
+
 func (r *Reader) isClosed() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -247,7 +268,7 @@ func (r *Reader) Stats() connectors.SourceStats {
 	for k, v := range r.skipped {
 		sk[k] = v
 	}
-	return connectors.SourceStats{Read: r.read, Skipped: sk, BytesRead: r.consumed.Load(), BytesTotal: r.size}
+	return connectors.SourceStats{Read: r.read, Skipped: sk, Text: maps.Clone(r.text), BytesRead: r.consumed.Load(), BytesTotal: r.size}
 }
 
 // Close releases the file. Read must not be running concurrently.

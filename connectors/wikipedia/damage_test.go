@@ -256,7 +256,11 @@ func TestLossMessages(t *testing.T) {
 // search agrees with a naive one.
 func FuzzResync(f *testing.F) {
 	dir := f.TempDir()
-	dump, _ := writeMultistream(f, dir, "fuzzwiki", articlePages(9), 3)
+	var pages []string
+	for i := range 6 {
+		pages = append(pages, pageXML(100+i, 0, fmt.Sprint("P", i), fmt.Sprint("Short text ", i), false))
+	}
+	dump, _ := writeMultistream(f, dir, "fuzzwiki", pages, 2)
 	clean, err := os.ReadFile(dump)
 	if err != nil {
 		f.Fatal(err)

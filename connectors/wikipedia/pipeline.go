@@ -16,6 +16,7 @@ import (
 	"golang.org/x/text/encoding/unicode"
 	"golang.org/x/text/transform"
 
+	"github.com/reignpipe/reignpipe/connectors/textpolicy"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -125,6 +126,7 @@ type batch struct {
 	items   []item
 	pages   int64
 	skipped map[string]int64
+	text    textpolicy.Counts
 	err     error
 }
 
@@ -197,7 +199,7 @@ func (r *Reader) scanSegment(ctx context.Context, run *segRun, send func(batch) 
 	return s.flush(ctx)
 }
 
-func newBatch() batch { return batch{skipped: map[string]int64{}} }
+func newBatch() batch { return batch{skipped: map[string]int64{}, text: textpolicy.Counts{}} }
 
 // segScan is one segment's scan state: the batch being filled, page ordinals, and (for
 // multistream) the ids of the pages met, so that a lost stream reports only the others.
@@ -253,7 +255,7 @@ func (s *segScan) scan(ctx context.Context, text io.Reader) ([]byte, error) {
 		case elemPage:
 			s.ordinal++
 			s.cur.pages++
-			it, skip := s.r.convert(elem)
+			it, skip := s.r.convert(elem, s.cur.text)
 			if it.pageID != "" {
 				s.seen[it.pageID] = true
 				s.last = fmt.Sprintf("%q (id %s)", it.title, it.pageID)
@@ -274,9 +276,11 @@ func (s *segScan) scan(ctx context.Context, text io.Reader) ([]byte, error) {
 	}
 }
 
-// convert turns a page element into an item, or names the reason it is skipped.
-func (r *Reader) convert(elem []byte) (item, string) {
+// convert turns a page element into an item, or names the reason it is skipped. The text
+// policy is applied to the title and text, and what it changed is added to counts.
+func (r *Reader) convert(elem []byte, counts textpolicy.Counts) (item, string) {
 	p, err := parsePage(elem)
+	p.title = strings.TrimSpace(textpolicy.Clean(p.title, counts))
 	it := item{pageID: p.id, title: p.title}
 	if err != nil {
 		it.bad = err
@@ -311,6 +315,7 @@ func (r *Reader) convert(elem []byte) (item, string) {
 	if it.bad != nil {
 		return it, ""
 	}
+	p.text = textpolicy.Clean(p.text, counts)
 	if strings.TrimSpace(p.text) == "" {
 		return it, "empty"
 	}

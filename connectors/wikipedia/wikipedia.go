@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -98,6 +99,7 @@ type Reader struct {
 	mu        sync.Mutex // guards the counters Stats reports
 	read      int64
 	skipped   map[string]int64
+	text      map[string]int64 // text policy counts
 	doneBytes int64
 }
 
@@ -120,6 +122,7 @@ func Open(opts Options) (*Reader, error) {
 		size:       st.Size(),
 		namespaces: map[int]bool{},
 		skipped:    map[string]int64{},
+		text:       map[string]int64{},
 		source:     opts.Source,
 		fileSource: "wiki",
 	}
@@ -312,6 +315,9 @@ func (r *Reader) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 				for k, v := range b.skipped {
 					r.skipped[k] += v
 				}
+				for k, v := range b.text {
+					r.text[k] += v
+				}
 			}
 			r.mu.Unlock()
 			if ok {
@@ -375,7 +381,7 @@ func (r *Reader) Stats() connectors.SourceStats {
 	if r.cur != nil {
 		done += r.cur.read.Load()
 	}
-	return connectors.SourceStats{Read: r.read, Skipped: sk, BytesRead: min(done, r.size), BytesTotal: r.size}
+	return connectors.SourceStats{Read: r.read, Skipped: sk, Text: maps.Clone(r.text), BytesRead: min(done, r.size), BytesTotal: r.size}
 }
 
 // Close stops the workers and waits for them. Unacked documents are re-read by the next run.

@@ -54,3 +54,20 @@ func TestNothingReadIsAnError(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The sources' text policy counts reach the run summary.
+func TestSummaryCarriesTextRepairs(t *testing.T) {
+	rg := newRig(t, t.TempDir(), corpus(2), Options{})
+	if err := rg.r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var s Summary
+	rg.r.Summarize(&s, connectors.SourceStats{Text: map[string]int64{"repaired_utf8": 3}})
+	if !strings.Contains(string(s.JSON()), `"repaired_utf8": 3`) {
+		t.Fatalf("summary %s", s.JSON())
+	}
+	rg.r.Summarize(&s, connectors.SourceStats{})
+	if !strings.Contains(string(s.JSON()), `"text_repairs": {}`) {
+		t.Fatalf("summary without repairs %s", s.JSON())
+	}
+}
