@@ -32,6 +32,10 @@ type Options struct {
 	Path string
 	// Source prefixes document IDs; "" = the file's base name without extensions.
 	Source string
+	// KeepEmpty hands out documents whose text is blank (textpolicy.IsBlank) instead of
+	// skipping them as "empty": an evaluation corpus is scored whole, and the reference embeds
+	// an empty text as the one window [CLS][SEP].
+	KeepEmpty bool
 }
 
 // maxLine bounds one line: a runaway line (a file without newlines) must not take all memory.
@@ -79,6 +83,7 @@ func defaultSource(path string) string {
 // Reader is a connectors.Source over one JSONL file.
 type Reader struct {
 	path, base, source string
+	keepEmpty          bool
 	f                  *os.File
 	br                 *bufio.Reader
 	closeDec           func()
@@ -121,7 +126,7 @@ func Open(opts Options) (*Reader, error) {
 		f.Close()
 		return nil, fmt.Errorf("jsonl: %w", err)
 	}
-	r := &Reader{path: opts.Path, base: filepath.Base(opts.Path), source: opts.Source, f: f,
+	r := &Reader{path: opts.Path, base: filepath.Base(opts.Path), source: opts.Source, keepEmpty: opts.KeepEmpty, f: f,
 		size: st.Size(), skipped: map[string]int64{}, text: map[string]int64{}, scratch: textpolicy.Counts{}, closeDec: func() {}}
 	if r.source == "" {
 		r.source = defaultSource(opts.Path)
@@ -226,7 +231,7 @@ func (r *Reader) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 		}
 		rec.Text, rec.Title = textpolicy.Clean(rec.Text, r.scratch), textpolicy.Clean(rec.Title, r.scratch)
 		r.countText()
-		if strings.TrimSpace(rec.Text) == "" {
+		if !r.keepEmpty && textpolicy.IsBlank(rec.Text) {
 			r.mu.Lock()
 			r.skipped["empty"]++
 			r.mu.Unlock()

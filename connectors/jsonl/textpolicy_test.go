@@ -29,3 +29,22 @@ func TestTextPolicy(t *testing.T) {
 		t.Errorf("text counts %v skipped %v, want %v and 1 empty", st.Text, st.Skipped, want)
 	}
 }
+
+// Blank texts (whitespace, controls, zero-width characters) are skipped as empty by default
+// and handed out, as they are, with KeepEmpty.
+func TestBlankTexts(t *testing.T) {
+	data := `{"id":"a","text":""}` + "\n" + `{"id":"b","text":"  \n "}` + "\n" +
+		`{"id":"c","text":"\u200b\ufeff"}` + "\n" + `{"id":"d","text":"words"}` + "\n"
+	path := filepath.Join(t.TempDir(), "c.jsonl")
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	docs, _, st := readAll(t, Options{Path: path})
+	if len(docs) != 1 || st.Skipped["empty"] != 3 {
+		t.Fatalf("default: %d docs, skipped %v", len(docs), st.Skipped)
+	}
+	docs, _, st = readAll(t, Options{Path: path, KeepEmpty: true})
+	if len(docs) != 4 || len(st.Skipped) != 0 || docs[2].Text != "\u200b\ufeff" {
+		t.Fatalf("KeepEmpty: %d docs, skipped %v", len(docs), st.Skipped)
+	}
+}

@@ -14,6 +14,7 @@ package textpolicy
 
 import (
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -119,6 +120,20 @@ func slowClean(s string) bool {
 			return false
 		}
 		i += n
+	}
+	return true
+}
+
+// IsBlank reports whether s holds nothing a WordPiece tokenizer keeps: only whitespace,
+// control (Cc), format (Cf: zero-width spaces and joiners, BOM) and private-use characters,
+// and U+FFFD, which BERT's text cleaning removes. Such a text tokenizes to no token at all.
+// It is the one definition of an empty document for every source and command (README.md,
+// "Empty documents").
+func IsBlank(s string) bool {
+	for _, r := range s {
+		if !unicode.IsSpace(r) && !unicode.In(r, unicode.Cc, unicode.Cf, unicode.Co) && r != utf8.RuneError {
+			return false
+		}
 	}
 	return true
 }

@@ -291,7 +291,7 @@ func DecodeXMLCounted(data []byte, sections []string, c textpolicy.Counts) (doc 
 		return schemas.Document{ID: docID(p)}, "", err
 	}
 	text := Text(p, sections)
-	if text == "" {
+	if textpolicy.IsBlank(text) {
 		return doc, "empty", nil
 	}
 	if strings.TrimSpace(p.Title) == "" && c != nil {

@@ -316,7 +316,7 @@ func (r *Reader) convert(elem []byte, counts textpolicy.Counts) (item, string) {
 		return it, ""
 	}
 	p.text = textpolicy.Clean(p.text, counts)
-	if strings.TrimSpace(p.text) == "" {
+	if textpolicy.IsBlank(p.text) {
 		return it, "empty"
 	}
 	text := r.names.Plain(p.text)
