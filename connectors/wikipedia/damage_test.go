@@ -168,6 +168,7 @@ func TestTruncatedDump(t *testing.T) {
 			t.Errorf("dead letter %d: %v", i, bad)
 		}
 	}
+	t.Logf("first loss: %v\nlast loss: %v", res.bad[0], res.bad[len(res.bad)-1])
 	if !strings.Contains(res.bad[0].Error(), fmt.Sprintf("bytes %d-%d", offs[2], cut)) {
 		t.Errorf("first loss does not name its range: %v", res.bad[0])
 	}

@@ -165,7 +165,7 @@ func (s *segScan) loseMissing(ctx context.Context) error {
 	}
 	for _, off := range offs {
 		lost := byIdx[off]
-		cause := fmt.Errorf("truncated: the file ends at byte %d, before this stream", s.r.size)
+		cause := fmt.Errorf("the file ends at byte %d, before this stream", s.r.size)
 		if err := s.loseAll(ctx, lost, nil, lossError(s.r.base, off, -1, lost, nil, true, cause)); err != nil {
 			return err
 		}
@@ -207,9 +207,12 @@ func lossError(base string, off, end int64, lost []indexEntry, partial []byte, t
 			b.WriteString(" (no page identified)")
 		}
 	}
-	if truncated && !strings.Contains(cause.Error(), "truncated") {
+	switch {
+	case end < 0:
+		b.WriteString(" is missing: the file is truncated")
+	case truncated:
 		b.WriteString(" is truncated: the file ends inside it")
-	} else {
+	default:
 		b.WriteString(" is damaged")
 	}
 	return fmt.Errorf("%s: %w", b.String(), cause)
