@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/connectors/wikipedia/multistream"
 )
 
 // articlePages returns n article pages with ids 100.. (as writeMultistream's index has them).
@@ -27,7 +28,7 @@ func articlePages(n int) []string {
 // dump and returns that stream's byte range.
 func damage(t *testing.T, dump, index string, k int) (off, end int64) {
 	t.Helper()
-	offs, err := readIndex(index)
+	offs, err := multistream.ReadIndex(index)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func TestDamagedStreamWithoutIndex(t *testing.T) {
 func TestTruncatedDump(t *testing.T) {
 	dir := t.TempDir()
 	full, index := writeMultistream(t, dir, "fullwiki", articlePages(12), 3)
-	offs, err := readIndex(index)
+	offs, err := multistream.ReadIndex(index)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,51 +208,6 @@ func TestTruncatedSingleStream(t *testing.T) {
 	t.Logf("%d docs before the cut; %v", len(res.docs), res.bad[0])
 }
 
-func TestStreamHeaderSearch(t *testing.T) {
-	hdr := append([]byte("BZh9"), blockMagic...)
-	eos := append([]byte("BZh1"), eosMagic...)
-	data := bytes.Join([][]byte{[]byte("xxBZh9"), hdr, []byte("BZh0"), eos, []byte("BZ")}, nil)
-	r := bytes.NewReader(data)
-	first := int64(6)
-	second := first + int64(len(hdr)) + 4
-	for _, tc := range []struct {
-		from, end, want int64
-		found           bool
-	}{
-		{0, int64(len(data)), first, true},
-		{first, int64(len(data)), first, true},
-		{first + 1, int64(len(data)), second, true},
-		{second + 1, int64(len(data)), 0, false},
-		{0, first + 9, 0, false}, // header cut by end
-	} {
-		got, found, err := nextStreamHeader(r, tc.from, tc.end)
-		if err != nil || found != tc.found || got != tc.want {
-			t.Errorf("next(%d, %d) = %d %v %v, want %d %v", tc.from, tc.end, got, found, err, tc.want, tc.found)
-		}
-	}
-	if got := prevStreamHeader(r, 0, second+3); got != second {
-		t.Errorf("prev = %d, want %d", got, second)
-	}
-	if got := prevStreamHeader(r, 0, second); got != first {
-		t.Errorf("prev before second = %d, want %d", got, first)
-	}
-}
-
-func TestLossMessages(t *testing.T) {
-	dir := t.TempDir()
-	dump, index := writeMultistream(t, dir, "dmgwiki", articlePages(6), 3)
-	damage(t, dump, index, 1)
-	for _, opts := range []Options{{Path: dump}, {Path: dump, Sequential: true}} {
-		res, _, err := readAll(t, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, b := range res.bad {
-			t.Logf("sequential=%v: %v", opts.Sequential, b)
-		}
-	}
-}
-
 // FuzzResync damages a multistream dump read without its index at a fuzzed place: the read
 // never fails as a whole, never hands out a page twice or out of order, and the stream header
 // search agrees with a naive one.
@@ -277,15 +233,15 @@ func FuzzResync(f *testing.F) {
 			b = b[:max(p, 1)] // sometimes truncate there instead
 		}
 		naive := int64(-1)
-		for i := 1; i+headerLen <= len(b); i++ {
-			if isStreamHeader(b[i:]) {
+		for i := 1; i+multistream.HeaderLen <= len(b); i++ {
+			if multistream.IsStreamHeader(b[i:]) {
 				naive = int64(i)
 				break
 			}
 		}
-		got, found, _ := nextStreamHeader(bytes.NewReader(b), 1, int64(len(b)))
+		got, found, _ := multistream.NextStreamHeader(bytes.NewReader(b), 1, int64(len(b)))
 		if (naive >= 0) != found || found && got != naive {
-			t.Fatalf("nextStreamHeader = %d %v, naive %d", got, found, naive)
+			t.Fatalf("multistream.NextStreamHeader = %d %v, naive %d", got, found, naive)
 		}
 		path := filepath.Join(t.TempDir(), "d.xml.bz2")
 		if err := os.WriteFile(path, b, 0o644); err != nil {
@@ -320,4 +276,19 @@ func FuzzResync(f *testing.F) {
 			last = id
 		}
 	})
+}
+
+func TestLossMessages(t *testing.T) {
+	dir := t.TempDir()
+	dump, index := writeMultistream(t, dir, "dmgwiki", articlePages(6), 3)
+	damage(t, dump, index, 1)
+	for _, opts := range []Options{{Path: dump}, {Path: dump, Sequential: true}} {
+		res, _, err := readAll(t, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range res.bad {
+			t.Logf("sequential=%v: %v", opts.Sequential, b)
+		}
+	}
 }

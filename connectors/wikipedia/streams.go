@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/dsnet/compress/bzip2"
+
+	"github.com/reignpipe/reignpipe/connectors/wikipedia/multistream"
 )
 
 // A damaged bz2 stream costs only its own pages. A multistream dump's stream is decompressed
@@ -25,80 +27,10 @@ import (
 // it loses only the pages not yet handed out.
 const maxStreamBuffer = 64 << 20
 
-// streamHeader is a bz2 stream's start: "BZh", the block size digit, then the magic of its
-// first block (0x314159265359) or, for an empty stream, of its end (0x177245385090).
-var (
-	blockMagic = []byte{0x31, 0x41, 0x59, 0x26, 0x53, 0x59}
-	eosMagic   = []byte{0x17, 0x72, 0x45, 0x38, 0x50, 0x90}
-)
-
-const headerLen = 10
-
-func isStreamHeader(b []byte) bool {
-	return len(b) >= headerLen && string(b[:3]) == "BZh" && b[3] >= '1' && b[3] <= '9' &&
-		(bytes.Equal(b[4:10], blockMagic) || bytes.Equal(b[4:10], eosMagic))
-}
-
-// nextStreamHeader finds the first stream header at or after from and before end.
-func nextStreamHeader(f io.ReaderAt, from, end int64) (int64, bool, error) {
-	buf := make([]byte, 1<<20)
-	for off := from; off < end; {
-		n, err := f.ReadAt(buf[:min(int64(len(buf)), end-off)], off)
-		if err != nil && err != io.EOF {
-			return 0, false, err
-		}
-		if n == 0 {
-			break
-		}
-		w := buf[:n]
-		for i := 0; ; {
-			j := bytes.Index(w[i:], []byte("BZh"))
-			if j < 0 {
-				break
-			}
-			p := i + j
-			if p+headerLen > len(w) {
-				if off+int64(n) < end {
-					break // read again from p so the header is whole
-				}
-				return 0, false, nil
-			}
-			if isStreamHeader(w[p:]) {
-				return off + int64(p), true, nil
-			}
-			i = p + 1
-		}
-		if n < headerLen || off+int64(n) >= end {
-			break
-		}
-		off += int64(n - headerLen + 1)
-	}
-	return 0, false, nil
-}
-
-// prevStreamHeader finds the last stream header at or after from and before at, searching
-// backwards, so that a loss can name where its stream began.
-func prevStreamHeader(f io.ReaderAt, from, at int64) int64 {
-	const win = 1 << 20
-	for hi := at; hi > from; {
-		lo := max(from, hi-win)
-		buf := make([]byte, min(hi+headerLen, at+headerLen)-lo)
-		n, _ := f.ReadAt(buf, lo)
-		buf = buf[:n]
-		for i := min(int64(len(buf)), hi-lo+headerLen) - 1; i >= 0; i-- {
-			if lo+i < at && isStreamHeader(buf[i:]) {
-				return lo + i
-			}
-		}
-		hi = lo
-	}
-	return from
-}
-
 // stream scans one multistream segment.
 func (s *segScan) stream(ctx context.Context, f *os.File) error {
 	seg := s.run.seg
-	if err := checkStreamStart(f, seg.off); err != nil {
+	if err := multistream.CheckStreamStart(f, seg.off); err != nil {
 		return s.lose(ctx, err, nil)
 	}
 	src := countingReader{io.NewSectionReader(f, seg.off, seg.end-seg.off), &s.run.read}
@@ -140,10 +72,10 @@ func (s *segScan) lose(ctx context.Context, cause error, partial []byte) error {
 		return err
 	}
 	seg := s.run.seg
-	byIdx, lerr := lookupIndex(s.r.index, []int64{seg.off})
-	var lost []indexEntry
+	byIdx, lerr := multistream.Lookup(s.r.index, []int64{seg.off})
+	var lost []multistream.Entry
 	for _, e := range byIdx[seg.off] {
-		if !s.seen[e.id] {
+		if !s.seen[e.ID] {
 			lost = append(lost, e)
 		}
 	}
@@ -159,7 +91,7 @@ func (s *segScan) lose(ctx context.Context, cause error, partial []byte) error {
 // loseMissing reports the pages of the streams a truncated file lacks.
 func (s *segScan) loseMissing(ctx context.Context) error {
 	offs := s.run.seg.missing
-	byIdx, lerr := lookupIndex(s.r.index, offs)
+	byIdx, lerr := multistream.Lookup(s.r.index, offs)
 	if lerr != nil {
 		return lerr
 	}
@@ -173,15 +105,15 @@ func (s *segScan) loseMissing(ctx context.Context) error {
 	return s.flush(ctx)
 }
 
-func (s *segScan) loseAll(ctx context.Context, lost []indexEntry, partial []byte, err error) error {
+func (s *segScan) loseAll(ctx context.Context, lost []multistream.Entry, partial []byte, err error) error {
 	if len(lost) == 0 {
 		id, title := identify(partial)
-		lost = []indexEntry{{id, title}}
+		lost = []multistream.Entry{{ID: id, Title: title}}
 	}
 	for _, e := range lost {
 		s.ordinal++
 		s.cur.pages++
-		if aerr := s.add(item{ordinal: s.ordinal, pageID: e.id, title: e.title, bad: err}); aerr != nil {
+		if aerr := s.add(item{ordinal: s.ordinal, pageID: e.ID, title: e.Title, bad: err}); aerr != nil {
 			return aerr
 		}
 	}
@@ -190,7 +122,7 @@ func (s *segScan) loseAll(ctx context.Context, lost []indexEntry, partial []byte
 
 // lossError names the lost stream's byte range (end < 0: past the end of the file), its
 // first and last page as far as known, and whether the file was cut short.
-func lossError(base string, off, end int64, lost []indexEntry, partial []byte, truncated bool, cause error) error {
+func lossError(base string, off, end int64, lost []multistream.Entry, partial []byte, truncated bool, cause error) error {
 	var b strings.Builder
 	if end < 0 {
 		fmt.Fprintf(&b, "bz2 stream at byte %d of %s", off, base)
@@ -199,7 +131,7 @@ func lossError(base string, off, end int64, lost []indexEntry, partial []byte, t
 	}
 	switch {
 	case len(lost) > 0:
-		fmt.Fprintf(&b, " (pages %s %q to %s %q, %d lost)", lost[0].id, lost[0].title, lost[len(lost)-1].id, lost[len(lost)-1].title, len(lost))
+		fmt.Fprintf(&b, " (pages %s %q to %s %q, %d lost)", lost[0].ID, lost[0].Title, lost[len(lost)-1].ID, lost[len(lost)-1].Title, len(lost))
 	default:
 		if id, title := identify(partial); id != "" || title != "" {
 			fmt.Fprintf(&b, " (from page %s %q on; later pages unknown)", id, title)
@@ -298,11 +230,11 @@ func (s *segScan) resyncing(ctx context.Context, f *os.File) error {
 			}
 			return err
 		}
-		next, found, serr := nextStreamHeader(f, max(failAt, start+1), seg.end)
+		next, found, serr := multistream.NextStreamHeader(f, max(failAt, start+1), seg.end)
 		if serr != nil {
 			return serr
 		}
-		from := prevStreamHeader(f, start, failAt)
+		from := multistream.PrevStreamHeader(f, start, failAt)
 		end := seg.end
 		if found {
 			end = next

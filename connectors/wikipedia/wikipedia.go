@@ -26,6 +26,7 @@ import (
 	"sync"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/connectors/wikipedia/multistream"
 	"github.com/reignpipe/reignpipe/connectors/wikipedia/wikitext"
 	"github.com/reignpipe/reignpipe/schemas"
 )
@@ -146,13 +147,13 @@ func Open(opts Options) (*Reader, error) {
 	r.segs = []segment{{off: 0, end: r.size, first: true}}
 	idx := opts.Index
 	if idx == "" && !opts.Sequential {
-		idx = indexPath(opts.Path)
+		idx = multistream.IndexPath(opts.Path)
 	}
 	if idx != "" {
 		if r.comp != compBzip2 {
 			return nil, fmt.Errorf("wikipedia: index %s given but %s is not bz2", idx, r.base)
 		}
-		offs, err := readIndex(idx)
+		offs, err := multistream.ReadIndex(idx)
 		if err != nil {
 			return nil, fmt.Errorf("wikipedia: %w", err)
 		}
@@ -176,7 +177,7 @@ func (r *Reader) checkFirstStream(off int64) error {
 		return err
 	}
 	defer f.Close()
-	return checkStreamStart(f, off)
+	return multistream.CheckStreamStart(f, off)
 }
 
 // sniff reads the first bytes to learn the compression and the text encoding.
