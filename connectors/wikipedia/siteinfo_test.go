@@ -1,6 +1,8 @@
 package wikipedia
 
 import (
+	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -69,14 +71,22 @@ func TestDumpNamespacesUsed(t *testing.T) {
   </siteinfo>`, 1)
 	pages := pageXML(1, 0, "A", "Tekst.\n[[Dataja:x.jpg|thumb|250px|Popis]]\n[[Kategoreja:Města]]", false) +
 		pageXML(2, 0, "B", "[[Kategoreja:Města]]\n[[Dataja:y.png|thumb|z]]", false)
+	// A multistream dump converts pages on parallel workers from the first stream on.
+	var ms bytes.Buffer
+	ms.Write(bz2(t, head))
+	off := ms.Len()
+	ms.Write(bz2(t, pages))
+	ms.Write(bz2(t, footer))
+	writeFile(t, dir, "ms-multistream-index.txt", []byte(fmt.Sprintf("%d:1:A\n%d:2:B\n", off, off)))
 	for _, tc := range []struct {
 		name string
 		data []byte
 	}{
 		{"plain.xml", []byte(head + pages + footer)},
 		{"plain.xml.bz2", bz2(t, head+pages+footer)},
+		{"ms-multistream.xml.bz2", ms.Bytes()},
 	} {
-		res, st, err := readAll(t, Options{Path: writeFile(t, dir, tc.name, tc.data)})
+		res, st, err := readAll(t, Options{Path: writeFile(t, dir, tc.name, tc.data), Workers: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
