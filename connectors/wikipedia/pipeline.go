@@ -204,14 +204,14 @@ func newBatch() batch { return batch{skipped: map[string]int64{}, text: textpoli
 // segScan is one segment's scan state: the batch being filled, page ordinals, and (for
 // multistream) the ids of the pages met, so that a lost stream reports only the others.
 type segScan struct {
-	r       *Reader
-	run     *segRun
-	send    func(batch) bool
-	cur     batch
-	size    int
-	ordinal int64
-	seen    map[string]bool
-	last    string // the last page met, for errors: `"Title" (id 12)`
+	r                 *Reader
+	run               *segRun
+	send              func(batch) bool
+	cur               batch
+	size              int
+	ordinal           int64
+	seen              map[string]bool
+	lastTitle, lastID string // the last page met, for errors
 }
 
 func (s *segScan) flush(ctx context.Context) error {
@@ -258,7 +258,7 @@ func (s *segScan) scan(ctx context.Context, text io.Reader) ([]byte, error) {
 			it, skip := s.r.convert(elem, s.cur.text)
 			if it.pageID != "" {
 				s.seen[it.pageID] = true
-				s.last = fmt.Sprintf("%q (id %s)", it.title, it.pageID)
+				s.lastTitle, s.lastID = it.title, it.pageID
 			}
 			if skip != "" {
 				s.cur.skipped[skip]++
