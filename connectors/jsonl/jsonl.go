@@ -223,6 +223,7 @@ func (r *Reader) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 		line = textpolicy.CleanBytes(line, r.scratch)
 		rec, err := ParseLine(line)
 		if err != nil {
+			r.countText()
 			id := ""
 			if rec.ID != "" {
 				id = r.source + ":" + rec.ID
