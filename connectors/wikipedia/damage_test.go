@@ -294,3 +294,37 @@ func TestLossMessages(t *testing.T) {
 		}
 	}
 }
+
+// Streams too long to hold are read as they decompress: a truncated one keeps the pages of
+// its complete blocks, a damaged one in a multistream file resumes at the next stream header.
+func TestStreamingFallback(t *testing.T) {
+	defer func(n int64) { wholeStreamSearch = n }(wholeStreamSearch)
+	wholeStreamSearch = 64 // no stream ends within reach
+	dir := t.TempDir()
+
+	data := bz2(t, siteinfo+strings.Join(articlePages(400), "")+footer)
+	res, _, err := readAll(t, Options{Path: writeFile(t, dir, "one.xml.bz2", data[:len(data)-40]), Source: "testwiki"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(res.docs); n == 0 || n == 400 || fmt.Sprint(docIDs(res)) != fmt.Sprint(wantIDs(n)) {
+		t.Fatalf("truncated single stream: %d docs", n)
+	}
+	if len(res.bad) != 1 || !strings.Contains(res.bad[0].Error(), "truncated") {
+		t.Fatalf("dead letters %v", res.bad)
+	}
+
+	dump, index := writeMultistream(t, dir, "dmgwiki", articlePages(12), 3)
+	off, end := damage(t, dump, index, 2)
+	res, _, err = readAll(t, Options{Path: dump, Sequential: true, Source: "testwiki"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One reader runs across the stream boundaries until the damage, then resumes after it.
+	if got := fmt.Sprint(docIDs(res)); got != fmt.Sprint(wantIDs(12, 6, 7, 8)) {
+		t.Fatalf("docs %s", got)
+	}
+	if len(res.bad) != 1 || !strings.Contains(res.bad[0].Error(), fmt.Sprintf("bytes %d-%d", off, end)) {
+		t.Fatalf("dead letters %v", res.bad)
+	}
+}

@@ -15,41 +15,64 @@ import (
 	"github.com/reignpipe/reignpipe/connectors/wikipedia/multistream"
 )
 
-// A damaged bz2 stream costs only its own pages. A multistream dump's stream is decompressed
-// whole before it is scanned, so a stream whose checksum fails hands out none of its text (bz2
-// checks a block's CRC only after its bytes came out, and those bytes may be garbage); its
-// pages, from the index, are dead-lettered by id and title. Without an index the reader
-// resumes at the next stream header after the damage; what it lost is one dead letter naming
-// the byte range and the first page it could identify.
+// A damaged bz2 stream costs only its own pages. A stream is decompressed whole before it is
+// scanned, so a stream whose checksum fails hands out none of its text (bz2 checks a block's
+// CRC only after its bytes came out, and those bytes may be garbage); a stream cut short by the
+// end of the file hands out the pages of its complete blocks. With the index, its
+// pages are dead-lettered by id and title. Without one, the stream's end is found by looking
+// for the next stream header, and the loss is one dead letter naming the byte range and the
+// pages it could identify; a file of one huge stream is read as it decompresses, and after a
+// failure the reader resumes at the next stream header past the point of failure.
 
 // maxStreamBuffer bounds the decompressed stream held before scanning. Wikimedia's streams
 // hold 100 pages (a few MiB); a larger one is scanned as it decompresses, and damage late in
 // it loses only the pages not yet handed out.
 const maxStreamBuffer = 64 << 20
 
+// wholeStreamSearch is how far past a stream's start the reader without an index looks for
+// the next stream header. A multistream dump's streams are a few hundred KiB; a file of one
+// huge stream has none there and is read as it decompresses.
+var wholeStreamSearch int64 = 16 << 20 // a variable for tests of the other path
+
 // stream scans one multistream segment.
 func (s *segScan) stream(ctx context.Context, f *os.File) error {
-	seg := s.run.seg
-	if err := multistream.CheckStreamStart(f, seg.off); err != nil {
-		return s.lose(ctx, err, nil)
+	return s.whole(ctx, f, s.run.seg.off, s.run.seg.end, s.run.seg.first)
+}
+
+// whole decompresses the stream(s) in [off, end) before scanning them.
+func (s *segScan) whole(ctx context.Context, f *os.File, off, end int64, first bool) error {
+	if err := multistream.CheckStreamStart(f, off); err != nil {
+		return s.lose(ctx, off, end, err, nil)
 	}
-	src := countingReader{io.NewSectionReader(f, seg.off, seg.end-seg.off), &s.run.read}
+	src := countingReader{io.NewSectionReader(f, off, end-off), &s.run.read}
 	bz, err := bzip2.NewReader(src, nil)
 	if err != nil {
 		return err
 	}
 	defer bz.Close()
 	bom := 0
-	if seg.first {
+	if first {
 		bom = s.r.bom
 	}
 	text, err := decode(bz, s.r.enc, bom)
 	if err != nil {
-		return s.lose(ctx, err, nil)
+		return s.lose(ctx, off, end, err, nil)
 	}
-	head, err := readStream(text, seg.end-seg.off)
+	head, err := readStream(text, end-off)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		// Cut short, not garbled: bz2 hands out a block only once all of it arrived and
+		// checks its CRC before the next one, so what came out is sound. Keep those pages.
+		partial, serr := s.scan(ctx, bytes.NewReader(head))
+		if serr == nil {
+			partial = nil
+		} else if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return s.lose(ctx, off, end, err, partial)
+	}
 	if err != nil {
-		return s.lose(ctx, err, nil)
+		// head may hold the garbled block: not to be trusted even to name a page.
+		return s.lose(ctx, off, end, err, nil)
 	}
 	var in io.Reader = bytes.NewReader(head)
 	if len(head) == maxStreamBuffer {
@@ -59,7 +82,7 @@ func (s *segScan) stream(ctx context.Context, f *os.File) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return s.lose(ctx, err, partial)
+		return s.lose(ctx, off, end, err, partial)
 	}
 	return s.flush(ctx)
 }
@@ -85,25 +108,32 @@ func readStream(r io.Reader, compressed int64) ([]byte, error) {
 }
 
 // lose hands out what the segment yielded so far, then a dead letter for each page the index
-// puts in the stream that was not met. A stream the index names no page of (the one holding
-// <siteinfo>) is one dead letter for its byte range.
-func (s *segScan) lose(ctx context.Context, cause error, partial []byte) error {
+// puts in the stream at [off, end) that was not met. Without an index, or for a stream the
+// index names no page of (the one holding <siteinfo>), the loss is one dead letter for the
+// byte range; partial is what was decompressed of it, to name the pages it held.
+func (s *segScan) lose(ctx context.Context, off, end int64, cause error, partial []byte) error {
 	if err := s.flush(ctx); err != nil {
 		return err
 	}
-	seg := s.run.seg
-	byIdx, lerr := multistream.Lookup(s.r.index, []int64{seg.off})
 	var lost []multistream.Entry
-	for _, e := range byIdx[seg.off] {
-		if !s.seen[e.ID] {
-			lost = append(lost, e)
+	var lerr error
+	if s.r.index != "" {
+		var byIdx map[int64][]multistream.Entry
+		byIdx, lerr = multistream.Lookup(s.r.index, []int64{off})
+		for _, e := range byIdx[off] {
+			if !s.seen[e.ID] {
+				lost = append(lost, e)
+			}
 		}
 	}
-	s.run.read.Store(seg.end - seg.off)
-	truncated := seg.end == s.r.size && errors.Is(cause, io.ErrUnexpectedEOF)
-	err := lossError(s.r.base, seg.off, seg.end, lost, partial, truncated, cause)
-	if lerr != nil {
+	s.run.read.Store(end - s.run.seg.off)
+	truncated := end == s.r.size && errors.Is(cause, io.ErrUnexpectedEOF)
+	err := lossError(s.r.base, off, end, lost, partial, truncated, cause)
+	switch {
+	case lerr != nil:
 		err = fmt.Errorf("%w (and its pages could not be listed: %v)", err, lerr)
+	case s.r.index == "" && s.lastID != "":
+		err = fmt.Errorf("%w; the last page read before it was %q (id %s)", err, s.lastTitle, s.lastID)
 	}
 	return s.loseAll(ctx, lost, partial, err)
 }
@@ -153,10 +183,15 @@ func lossError(base string, off, end int64, lost []multistream.Entry, partial []
 	case len(lost) > 0:
 		fmt.Fprintf(&b, " (pages %s %q to %s %q, %d lost)", lost[0].ID, lost[0].Title, lost[len(lost)-1].ID, lost[len(lost)-1].Title, len(lost))
 	default:
-		if id, title := identify(partial); id != "" || title != "" {
-			fmt.Fprintf(&b, " (from page %s %q on; later pages unknown)", id, title)
-		} else {
+		id, title := identify(partial)
+		lastID, lastTitle := identifyLast(partial)
+		switch {
+		case id == "" && title == "":
 			b.WriteString(" (no page identified)")
+		case lastID != id:
+			fmt.Fprintf(&b, " (pages %s %q to at least %s %q)", id, title, lastID, lastTitle)
+		default:
+			fmt.Fprintf(&b, " (from page %s %q on; later pages unknown)", id, title)
 		}
 	}
 	switch {
@@ -196,6 +231,15 @@ func identify(partial []byte) (id, title string) {
 	return id, field("title")
 }
 
+// identifyLast finds the title and page id of the last page begun in partial.
+func identifyLast(partial []byte) (id, title string) {
+	p := bytes.LastIndex(partial, pageStart)
+	if p < 0 {
+		return "", ""
+	}
+	return identify(partial[p:])
+}
+
 // streamErr marks an error of the decompressor, as opposed to one of the XML scanner.
 type streamErr struct{ err error }
 
@@ -212,65 +256,87 @@ func (m markErrors) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// resyncing reads a bz2 dump without an index front to back. When decompression fails, the
-// pages handed out so far stand, the loss is one dead letter, and reading resumes at the next
-// stream header after the point of failure (a file of one stream has none: the rest is lost).
+// resyncing reads a bz2 dump without an index front to back, one stream at a time where it
+// can find where each ends.
 func (s *segScan) resyncing(ctx context.Context, f *os.File) error {
 	seg := s.run.seg
-	for start := seg.off; ; {
-		// The bz2 reader takes a bufio.Reader as it is, so its InputOffset is exact: the
-		// next stream cannot start before it.
-		br := bufio.NewReaderSize(countingReader{io.NewSectionReader(f, start, seg.end-start), &s.run.read}, 1<<16)
-		bz, err := bzip2.NewReader(br, nil)
-		if err != nil {
-			return err
-		}
-		ra := newReadahead(ctx, markErrors{bz})
-		bom := 0
-		if start == seg.off && seg.first {
-			bom = s.r.bom
-		}
-		var partial []byte
-		text, err := decode(ra, s.r.enc, bom)
-		if err == nil {
-			partial, err = s.scan(ctx, text)
-		}
-		ra.stop()
-		failAt := start + bz.InputOffset
-		bz.Close()
-		var se *streamErr
+	for start := seg.off; start < seg.end; {
+		first := start == seg.off && seg.first
+		limit := min(seg.end, start+wholeStreamSearch)
+		next, found, err := multistream.NextStreamHeader(f, start+1, limit)
 		switch {
-		case err == nil:
-			return s.flush(ctx)
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case !errors.As(err, &se):
-			if ferr := s.flush(ctx); ferr != nil {
-				return ferr
+		case err != nil:
+			return err
+		case found:
+		case limit == seg.end:
+			next = seg.end // the last stream
+		default:
+			// No stream ends within reach: read the rest as it decompresses.
+			if next, found, err = s.streamFrom(ctx, f, start, first); err != nil || !found {
+				return err
 			}
+			start = next
+			continue
+		}
+		if err := s.whole(ctx, f, start, next, first); err != nil {
 			return err
-		}
-		next, found, serr := multistream.NextStreamHeader(f, max(failAt, start+1), seg.end)
-		if serr != nil {
-			return serr
-		}
-		from := multistream.PrevStreamHeader(f, start, failAt)
-		end := seg.end
-		if found {
-			end = next
-		}
-		truncated := !found && errors.Is(err, io.ErrUnexpectedEOF)
-		lerr := lossError(s.r.base, from, end, nil, partial, truncated, se.err)
-		if s.lastID != "" {
-			lerr = fmt.Errorf("%w; the last page read before it was %q (id %s)", lerr, s.lastTitle, s.lastID)
-		}
-		if err := s.loseAll(ctx, nil, partial, lerr); err != nil {
-			return err
-		}
-		s.run.read.Store(end - seg.off)
-		if !found {
-			return nil
 		}
 		start = next
 	}
+	return nil
+}
+
+// streamFrom reads from start to the end as it decompresses. When decompression fails, the
+// pages handed out so far stand, the loss is one dead letter, and it returns the next stream
+// header past the point of failure (none in a file of one stream: the rest is lost).
+func (s *segScan) streamFrom(ctx context.Context, f *os.File, start int64, first bool) (int64, bool, error) {
+	seg := s.run.seg
+	// The bz2 reader takes a bufio.Reader as it is, so its InputOffset is exact: the next
+	// stream cannot start before it.
+	br := bufio.NewReaderSize(countingReader{io.NewSectionReader(f, start, seg.end-start), &s.run.read}, 1<<16)
+	bz, err := bzip2.NewReader(br, nil)
+	if err != nil {
+		return 0, false, err
+	}
+	ra := newReadahead(ctx, markErrors{bz})
+	bom := 0
+	if first {
+		bom = s.r.bom
+	}
+	var partial []byte
+	text, err := decode(ra, s.r.enc, bom)
+	if err == nil {
+		partial, err = s.scan(ctx, text)
+	}
+	ra.stop()
+	failAt := start + bz.InputOffset
+	bz.Close()
+	var se *streamErr
+	switch {
+	case err == nil:
+		return 0, false, s.flush(ctx)
+	case ctx.Err() != nil:
+		return 0, false, ctx.Err()
+	case !errors.As(err, &se):
+		if ferr := s.flush(ctx); ferr != nil {
+			return 0, false, ferr
+		}
+		return 0, false, err
+	}
+	next, found, serr := multistream.NextStreamHeader(f, max(failAt, start+1), seg.end)
+	if serr != nil {
+		return 0, false, serr
+	}
+	end := seg.end
+	if found {
+		end = next
+	}
+	from := multistream.PrevStreamHeader(f, start, failAt)
+	if !errors.Is(se.err, io.ErrUnexpectedEOF) {
+		partial = nil // what the scanner held may come from the garbled block
+	}
+	if err := s.lose(ctx, from, end, se.err, partial); err != nil {
+		return 0, false, err
+	}
+	return next, found, nil
 }
