@@ -60,8 +60,9 @@ func (s *segScan) whole(ctx context.Context, f *os.File, off, end int64, first b
 	}
 	head, err := readStream(text, end-off)
 	if errors.Is(err, io.ErrUnexpectedEOF) {
-		// Cut short, not garbled: bz2 hands out a block only once all of it arrived and
-		// checks its CRC before the next one, so what came out is sound. Keep those pages.
+		// Cut short, not garbled: bz2 decodes a block only once all of it arrived and checks
+		// its CRC before starting the next, so by the time it meets the cut every block it
+		// handed out has passed. Keep those pages.
 		partial, serr := s.scan(ctx, bytes.NewReader(head))
 		if serr == nil {
 			partial = nil
