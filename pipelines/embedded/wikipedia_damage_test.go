@@ -166,8 +166,8 @@ func TestDamagedWikipediaStreamRunCompletes(t *testing.T) {
 		}
 	}
 
-	// The run before this change committed the pages before the damage (inputs 1-6) and then
-	// failed on every rerun; resuming from there now completes.
+	// A backfill that had committed the inputs before the damaged stream (1-6) resumes from
+	// there and completes.
 	r, sink, wm = run(6)
 	if got, want := written(sink), "dmgwiki:10 dmgwiki:11 dmgwiki:12"; got != want || wm != 12 || r.C.Resumed.Load() != 6 {
 		t.Fatalf("rerun wrote %q (watermark %d, resumed %d), want %q", got, wm, r.C.Resumed.Load(), want)
