@@ -38,9 +38,31 @@ type Source interface {
 type SourceStats struct {
 	Read    int64            `json:"read"`
 	Skipped map[string]int64 `json:"skipped"`
+	// Text counts what the text policy (connectors/textpolicy) changed in documents' text and
+	// titles: "repaired_utf8", "stripped_control", "no_title".
+	Text map[string]int64 `json:"text_repairs,omitempty"`
 	// BytesRead and BytesTotal drive the progress ETA; BytesTotal is 0 when unknown.
 	BytesRead  int64 `json:"bytes_read"`
 	BytesTotal int64 `json:"bytes_total"`
+}
+
+// Add merges another source's counts into s (a folder of files reports their sum).
+func (s *SourceStats) Add(o SourceStats) {
+	s.Read += o.Read
+	s.BytesRead += o.BytesRead
+	s.BytesTotal += o.BytesTotal
+	for k, v := range o.Skipped {
+		if s.Skipped == nil {
+			s.Skipped = map[string]int64{}
+		}
+		s.Skipped[k] += v
+	}
+	for k, v := range o.Text {
+		if s.Text == nil {
+			s.Text = map[string]int64{}
+		}
+		s.Text[k] += v
+	}
 }
 
 // SelfCheckpointing is implemented by sources that keep their own position, advanced by acks

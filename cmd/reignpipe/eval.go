@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/reignpipe/reignpipe/connectors/jsonl"
 	"github.com/reignpipe/reignpipe/internal/atomicfile"
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/irdata"
@@ -343,7 +344,14 @@ func encodeSides(ctx context.Context, cfg *pipelines.Config, ds *eval.Dataset, o
 		c.Sinks = []pipelines.SinkConfig{{Type: "parquet", Dir: filepath.Join(outDir, "vectors-"+side.name)}}
 		c.DeadLetter.Path = filepath.Join(outDir, "deadletter.jsonl")
 		c.Run.StateDir, c.Run.Summary, c.Run.Progress = filepath.Join(outDir, "state"), "", "log"
-		rs, err := run(ctx, &c, true)
+		// Every document is encoded, blank ones too: a corpus is scored whole, and the
+		// reference embeds an empty text as the one window [CLS][SEP] (README, "Empty
+		// documents"). A skipped document would have no manifest to rank.
+		src, err := jsonl.Open(jsonl.Options{Path: side.path, Source: side.name, KeepEmpty: true})
+		if err != nil {
+			return n, err
+		}
+		rs, err := runWith(ctx, &c, true, wiring{source: src})
 		if err != nil {
 			return n, fmt.Errorf("encoding %s: %w", side.path, err)
 		}

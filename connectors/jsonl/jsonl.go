@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,6 +22,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/connectors/textpolicy"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -30,6 +32,10 @@ type Options struct {
 	Path string
 	// Source prefixes document IDs; "" = the file's base name without extensions.
 	Source string
+	// KeepEmpty hands out documents whose text is blank (textpolicy.IsBlank) instead of
+	// skipping them as "empty": an evaluation corpus is scored whole, and the reference embeds
+	// an empty text as the one window [CLS][SEP].
+	KeepEmpty bool
 }
 
 // maxLine bounds one line: a runaway line (a file without newlines) must not take all memory.
@@ -77,6 +83,7 @@ func defaultSource(path string) string {
 // Reader is a connectors.Source over one JSONL file.
 type Reader struct {
 	path, base, source string
+	keepEmpty          bool
 	f                  *os.File
 	br                 *bufio.Reader
 	closeDec           func()
@@ -87,6 +94,8 @@ type Reader struct {
 	mu      sync.Mutex // guards the counters Stats reports
 	read    int64
 	skipped map[string]int64
+	text    map[string]int64  // text policy counts, guarded by mu
+	scratch textpolicy.Counts // this line's counts; Read's goroutine only
 	closed  bool
 }
 
@@ -117,8 +126,8 @@ func Open(opts Options) (*Reader, error) {
 		f.Close()
 		return nil, fmt.Errorf("jsonl: %w", err)
 	}
-	r := &Reader{path: opts.Path, base: filepath.Base(opts.Path), source: opts.Source, f: f,
-		size: st.Size(), skipped: map[string]int64{}, closeDec: func() {}}
+	r := &Reader{path: opts.Path, base: filepath.Base(opts.Path), source: opts.Source, keepEmpty: opts.KeepEmpty, f: f,
+		size: st.Size(), skipped: map[string]int64{}, text: map[string]int64{}, scratch: textpolicy.Counts{}, closeDec: func() {}}
 	if r.source == "" {
 		r.source = defaultSource(opts.Path)
 	}
@@ -209,15 +218,21 @@ func (r *Reader) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
+		// Invalid UTF-8 is repaired before JSON sees it (encoding/json would replace each
+		// byte, uncounted); control characters escaped in the JSON are stripped after.
+		line = textpolicy.CleanBytes(line, r.scratch)
 		rec, err := ParseLine(line)
 		if err != nil {
+			r.countText()
 			id := ""
 			if rec.ID != "" {
 				id = r.source + ":" + rec.ID
 			}
 			return schemas.Document{}, noAck, &connectors.BadInputError{DocID: id, Position: pos, Reason: err}
 		}
-		if strings.TrimSpace(rec.Text) == "" {
+		rec.Text, rec.Title = textpolicy.Clean(rec.Text, r.scratch), textpolicy.Clean(rec.Title, r.scratch)
+		r.countText()
+		if !r.keepEmpty && textpolicy.IsBlank(rec.Text) {
 			r.mu.Lock()
 			r.skipped["empty"]++
 			r.mu.Unlock()
@@ -231,6 +246,18 @@ func (r *Reader) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 			Title: rec.Title, Text: rec.Text,
 		}, noAck, nil
 	}
+}
+
+func (r *Reader) countText() {
+	if len(r.scratch) == 0 {
+		return
+	}
+	r.mu.Lock()
+	for k, v := range r.scratch {
+		r.text[k] += v
+	}
+	r.mu.Unlock()
+	clear(r.scratch)
 }
 
 func (r *Reader) isClosed() bool {
@@ -247,7 +274,7 @@ func (r *Reader) Stats() connectors.SourceStats {
 	for k, v := range r.skipped {
 		sk[k] = v
 	}
-	return connectors.SourceStats{Read: r.read, Skipped: sk, BytesRead: r.consumed.Load(), BytesTotal: r.size}
+	return connectors.SourceStats{Read: r.read, Skipped: sk, Text: maps.Clone(r.text), BytesRead: r.consumed.Load(), BytesTotal: r.size}
 }
 
 // Close releases the file. Read must not be running concurrently.

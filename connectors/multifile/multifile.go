@@ -108,6 +108,7 @@ func (s *Source) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 		for k, v := range st.Skipped {
 			s.done.Skipped[k] += v
 		}
+		s.done.Add(connectors.SourceStats{Text: st.Text})
 		s.done.BytesRead += s.curSize
 		cerr := s.cur.Close(ctx)
 		s.cur = nil
@@ -123,12 +124,14 @@ func (s *Source) Stats() connectors.SourceStats {
 	for k, v := range s.done.Skipped {
 		out.Skipped[k] = v
 	}
+	out.Add(connectors.SourceStats{Text: s.done.Text})
 	if s.cur != nil {
 		st := s.cur.Stats()
 		out.Read += st.Read
 		for k, v := range st.Skipped {
 			out.Skipped[k] += v
 		}
+		out.Add(connectors.SourceStats{Text: st.Text})
 		// The current file's own byte counts may be in other units (e.g. uncompressed zip
 		// members); scale them to its size on disk.
 		if st.BytesTotal > 0 {

@@ -53,3 +53,34 @@ func TestReadsFilesInNameOrder(t *testing.T) {
 		t.Fatal("empty match accepted")
 	}
 }
+
+// The text policy's counts of every file add up in the folder's stats.
+func TestTextCountsAddUp(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"a.jsonl", "b.jsonl"} {
+		body := `{"id": "` + name + `", "text": "x\u0000y"}` + "\n"
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := Open(dir, func(p string) (connectors.Source, error) { return jsonl.Open(jsonl.Options{Path: p, Source: "t"}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	for n := 0; ; n++ {
+		_, _, err := s.Read(context.Background())
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 && s.Stats().Text["stripped_control"] != 1 {
+			t.Fatalf("after the first file's document: %v", s.Stats().Text)
+		}
+	}
+	if got := s.Stats().Text["stripped_control"]; got != 2 {
+		t.Fatalf("stripped_control = %d, want 2", got)
+	}
+}

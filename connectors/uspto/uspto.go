@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +22,7 @@ import (
 	"sync"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/connectors/textpolicy"
 	"github.com/reignpipe/reignpipe/connectors/uspto/patentxml"
 	"github.com/reignpipe/reignpipe/schemas"
 )
@@ -123,6 +126,7 @@ type Reader struct {
 	mu        sync.Mutex // guards what Stats reports
 	read      int64
 	skipped   map[string]int64
+	text      map[string]int64 // text policy counts
 	bytesRead int64
 	closed    bool
 }
@@ -145,7 +149,7 @@ func Open(opts Options) (*Reader, error) {
 		f.Close()
 		return nil, fmt.Errorf("uspto: %w", err)
 	}
-	r := &Reader{opts: opts, base: filepath.Base(opts.Path), f: f, skipped: map[string]int64{}}
+	r := &Reader{opts: opts, base: filepath.Base(opts.Path), f: f, skipped: map[string]int64{}, text: map[string]int64{}}
 	magic := make([]byte, 4)
 	n, _ := io.ReadFull(f, magic)
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
@@ -239,7 +243,13 @@ func (r *Reader) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 		if err != nil {
 			return schemas.Document{}, nil, fmt.Errorf("uspto: %s: %w", pos, err)
 		}
-		doc, skip, err := DecodeXML(data, r.opts.Sections)
+		counts := textpolicy.Counts{}
+		doc, skip, err := DecodeXMLCounted(data, r.opts.Sections, counts)
+		if len(counts) > 0 {
+			r.mu.Lock()
+			textpolicy.Counts(r.text).Add(counts)
+			r.mu.Unlock()
+		}
 		if skip != "" {
 			r.skip(skip)
 			continue
@@ -248,6 +258,9 @@ func (r *Reader) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 			return schemas.Document{}, noAck, &connectors.BadInputError{DocID: doc.ID, Position: pos, Reason: err}
 		}
 		doc.Meta["file"], doc.Meta["offset"] = r.curName, strconv.FormatInt(off, 10)
+		if counts[textpolicy.NoTitle] > 0 {
+			slog.Warn("uspto: patent has no readable title; read under its id", "doc", doc.ID, "position", pos)
+		}
 		r.mu.Lock()
 		r.read++
 		r.mu.Unlock()
@@ -261,6 +274,14 @@ func (r *Reader) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 // error and, when it was readable, its id. Used by the file reader and for feeds that arrive as
 // one XML document per Kafka message.
 func DecodeXML(data []byte, sections []string) (doc schemas.Document, skip string, err error) {
+	return DecodeXMLCounted(data, sections, nil)
+}
+
+// DecodeXMLCounted is DecodeXML that adds to c what the text policy changed: the raw
+// document is cleaned before it is parsed (a NUL inside <invention-title> would otherwise cut
+// the title), and a patent left without a readable title is counted as no_title.
+func DecodeXMLCounted(data []byte, sections []string, c textpolicy.Counts) (doc schemas.Document, skip string, err error) {
+	data = textpolicy.CleanBytes(data, c)
 	p, err := patentxml.ParseDocument(data)
 	var notPatent *patentxml.NotPatentError
 	if errors.As(err, &notPatent) {
@@ -270,8 +291,11 @@ func DecodeXML(data []byte, sections []string) (doc schemas.Document, skip strin
 		return schemas.Document{ID: docID(p)}, "", err
 	}
 	text := Text(p, sections)
-	if text == "" {
+	if textpolicy.IsBlank(text) {
 		return doc, "empty", nil
+	}
+	if strings.TrimSpace(p.Title) == "" && c != nil {
+		c[textpolicy.NoTitle]++
 	}
 	return schemas.Document{
 		ID:      docID(p),
@@ -322,7 +346,7 @@ func (r *Reader) Stats() connectors.SourceStats {
 	for k, v := range r.skipped {
 		sk[k] = v
 	}
-	return connectors.SourceStats{Read: r.read, Skipped: sk, BytesRead: r.bytesRead, BytesTotal: r.total}
+	return connectors.SourceStats{Read: r.read, Skipped: sk, Text: maps.Clone(r.text), BytesRead: r.bytesRead, BytesTotal: r.total}
 }
 
 // Close releases the file. Read must not be running concurrently.

@@ -79,6 +79,7 @@ type Watcher struct {
 	lastSave time.Time
 	dirty    bool
 	skipped  map[string]int64
+	text     connectors.SourceStats // Text counts of finished files
 	read     int64
 
 	cur    *progress
@@ -251,6 +252,7 @@ func (w *Watcher) endFile() {
 	for k, v := range st.Skipped {
 		w.skipped[k] += v
 	}
+	w.text.Add(connectors.SourceStats{Text: st.Text})
 	w.cur.eof = true
 	w.finishIfDone(w.cur)
 	w.mu.Unlock()
@@ -326,6 +328,7 @@ func (w *Watcher) Stats() connectors.SourceStats {
 	for k, v := range w.skipped {
 		s.Skipped[k] = v
 	}
+	s.Add(connectors.SourceStats{Text: w.text.Text})
 	return s
 }
 

@@ -9,13 +9,14 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	stdunicode "unicode"
 
 	"github.com/dsnet/compress/bzip2"
 	"github.com/klauspost/compress/gzip"
 	"golang.org/x/text/encoding/unicode"
 	"golang.org/x/text/transform"
 
-	"github.com/reignpipe/reignpipe/connectors/wikipedia/wikitext"
+	"github.com/reignpipe/reignpipe/connectors/textpolicy"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -125,6 +126,7 @@ type batch struct {
 	items   []item
 	pages   int64
 	skipped map[string]int64
+	text    textpolicy.Counts
 	err     error
 }
 
@@ -157,88 +159,128 @@ func (r *Reader) process(ctx context.Context, run *segRun) {
 }
 
 func (r *Reader) scanSegment(ctx context.Context, run *segRun, send func(batch) bool) error {
+	s := &segScan{r: r, run: run, send: send, cur: newBatch(), seen: map[string]bool{}}
+	if run.seg.missing != nil {
+		return s.loseMissing(ctx)
+	}
 	f, err := os.Open(r.opts.Path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	var src io.Reader = countingReader{io.NewSectionReader(f, run.seg.off, run.seg.end-run.seg.off), &run.read}
-	if r.multistream {
-		if err := checkStreamStart(f, run.seg.off); err != nil {
-			return err
-		}
+	switch {
+	case r.multistream:
+		return s.stream(ctx, f)
+	case r.comp == compBzip2:
+		return s.resyncing(ctx, f)
 	}
+	var src io.Reader = countingReader{io.NewSectionReader(f, run.seg.off, run.seg.end-run.seg.off), &run.read}
 	dec, closeDec, err := decompress(src, r.comp)
 	if err != nil {
 		return err
 	}
 	defer closeDec()
-	if !r.multistream && r.comp != compNone {
-		// One stream: decompress on another core while this one scans and converts.
+	if r.comp != compNone {
 		ra := newReadahead(ctx, dec)
 		defer ra.stop()
 		dec = ra
 	}
-	bom := 0
-	if run.seg.first {
-		bom = r.bom
-	}
-	text, err := decode(dec, r.enc, bom)
+	text, err := decode(dec, r.enc, r.bom)
 	if err != nil {
 		return err
 	}
-	sc := newScanner(text)
-	cur := batch{skipped: map[string]int64{}}
-	size := 0
-	var ordinal int64
-	for {
-		kind, elem, err := sc.next()
-		if err == io.EOF {
-			break
+	if _, err := s.scan(ctx, text); err != nil {
+		// Hand out what came before the failure, then the failure.
+		if ferr := s.flush(ctx); ferr != nil {
+			return ferr
 		}
-		if err != nil {
-			// Hand out what came before the failure, then the failure.
-			if len(cur.items) > 0 || cur.pages > 0 {
-				send(cur)
-			}
-			return err
-		}
-		switch kind {
-		case elemSiteinfo:
-			cur.items = append(cur.items, item{isSite: true, site: dbname(elem)})
-			continue
-		case elemBadPage:
-			ordinal++
-			cur.pages++
-			cur.items = append(cur.items, item{ordinal: ordinal, bad: errors.New("<page> not closed before the next <page>")})
-		case elemPage:
-			ordinal++
-			cur.pages++
-			it, skip := r.convert(elem)
-			if skip != "" {
-				cur.skipped[skip]++
-				continue
-			}
-			it.ordinal = ordinal
-			size += len(it.doc.Text)
-			cur.items = append(cur.items, it)
-		}
-		if len(cur.items) >= batchItems || size >= batchBytes {
-			if !send(cur) {
-				return ctx.Err()
-			}
-			cur, size = batch{skipped: map[string]int64{}}, 0
+		return err
+	}
+	return s.flush(ctx)
+}
+
+func newBatch() batch { return batch{skipped: map[string]int64{}, text: textpolicy.Counts{}} }
+
+// segScan is one segment's scan state: the batch being filled, page ordinals, and (for
+// multistream) the ids of the pages met, so that a lost stream reports only the others.
+type segScan struct {
+	r                 *Reader
+	run               *segRun
+	send              func(batch) bool
+	cur               batch
+	size              int
+	ordinal           int64
+	seen              map[string]bool
+	lastTitle, lastID string // the last page met, for errors
+}
+
+func (s *segScan) flush(ctx context.Context) error {
+	if len(s.cur.items) > 0 || s.cur.pages > 0 {
+		if !s.send(s.cur) {
+			return ctx.Err()
 		}
 	}
-	if len(cur.items) > 0 || cur.pages > 0 {
-		send(cur)
+	s.cur, s.size = newBatch(), 0
+	return nil
+}
+
+func (s *segScan) add(it item) error {
+	s.cur.items = append(s.cur.items, it)
+	s.size += len(it.doc.Text)
+	if len(s.cur.items) >= batchItems || s.size >= batchBytes {
+		return s.flush(s.r.ctx)
 	}
 	return nil
 }
 
-// convert turns a page element into an item, or names the reason it is skipped.
-func (r *Reader) convert(elem []byte) (item, string) {
+// scan hands out the elements of text. On an error it returns the bytes the scanner held
+// unread (the start of the page it could not finish), for the error to name that page.
+func (s *segScan) scan(ctx context.Context, text io.Reader) ([]byte, error) {
+	sc := newScanner(text)
+	for {
+		kind, elem, err := sc.next()
+		if err == io.EOF {
+			return nil, nil
+		}
+		if err != nil {
+			return sc.pending(), err
+		}
+		switch kind {
+		case elemSiteinfo:
+			err = s.add(item{isSite: true, site: dbname(elem)})
+		case elemBadPage:
+			s.ordinal++
+			s.cur.pages++
+			err = s.add(item{ordinal: s.ordinal, bad: errors.New("<page> not closed before the next <page>")})
+		case elemPage:
+			s.ordinal++
+			s.cur.pages++
+			it, skip := s.r.convert(elem, s.cur.text)
+			if it.pageID != "" {
+				s.seen[it.pageID] = true
+				s.lastTitle, s.lastID = it.title, it.pageID
+			}
+			if skip != "" {
+				s.cur.skipped[skip]++
+				continue
+			}
+			it.ordinal = s.ordinal
+			err = s.add(it)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// convert turns a page element into an item, or names the reason it is skipped. The text
+// policy is applied to the title and text, and what it changed is added to counts.
+func (r *Reader) convert(elem []byte, counts textpolicy.Counts) (item, string) {
 	p, err := parsePage(elem)
+	p.title = strings.TrimSpace(textpolicy.Clean(p.title, counts))
 	it := item{pageID: p.id, title: p.title}
 	if err != nil {
 		it.bad = err
@@ -273,9 +315,14 @@ func (r *Reader) convert(elem []byte) (item, string) {
 	if it.bad != nil {
 		return it, ""
 	}
-	text := wikitext.Plain(p.text)
-	if strings.TrimSpace(text) == "" {
+	p.text = textpolicy.Clean(p.text, counts)
+	if textpolicy.IsBlank(p.text) {
 		return it, "empty"
+	}
+	text := r.names.Plain(p.text)
+	if !hasWord(text) {
+		// Only markup (templates, categories, files) was there: nothing to embed.
+		return it, "markup_only"
 	}
 	it.doc = schemas.Document{
 		Version: p.revID,
@@ -284,6 +331,17 @@ func (r *Reader) convert(elem []byte) (item, string) {
 		Meta:    map[string]string{"ns": p.ns, "timestamp": p.timestamp, "revision_id": p.revID},
 	}
 	return it, ""
+}
+
+// hasWord reports whether s holds a letter or a digit: text made only of punctuation, spaces
+// and invisible characters is what cleaning leaves of markup, not content.
+func hasWord(s string) bool {
+	for _, c := range s {
+		if stdunicode.IsLetter(c) || stdunicode.IsDigit(c) {
+			return true
+		}
+	}
+	return false
 }
 
 func isDigits(s string) bool {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/reignpipe/reignpipe/connectors/textpolicy"
 )
 
 // The export schema is regular: <siteinfo> and <page> elements sit directly under <mediawiki>,
@@ -137,6 +139,9 @@ func (s *scanner) next() (int, []byte, error) {
 	}
 }
 
+// pending returns the bytes read but not yet handed out.
+func (s *scanner) pending() []byte { return s.buf[s.start:s.end] }
+
 func (s *scanner) endErr() error {
 	if s.readErr != nil {
 		return s.readErr
@@ -252,7 +257,8 @@ func (p *page) set(stack []string, raw []byte) error {
 	var dst *string
 	switch {
 	case pathIs(stack, "page", "title"):
-		dst = &p.title
+		p.title = strings.TrimSpace(unescapeRaw(raw)) // the text policy is applied, and counted, by convert
+		return nil
 	case pathIs(stack, "page", "ns"):
 		dst = &p.ns
 	case pathIs(stack, "page", "id"):
@@ -262,7 +268,7 @@ func (p *page) set(stack []string, raw []byte) error {
 	case pathIs(stack, "page", "revision", "timestamp"):
 		dst = &p.timestamp
 	case pathIs(stack, "page", "revision", "text"):
-		p.text = unescape(raw)
+		p.text = unescapeRaw(raw)
 		return nil
 	default:
 		return nil
@@ -309,15 +315,16 @@ func parseTag(b []byte) (name string, attrs []byte, closing, self bool, n int, e
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
-// unescape decodes the XML entities the export uses (&lt; &gt; &amp; &quot; &apos; and numeric
-// references) and CDATA sections. Unknown entities are kept as written, and invalid UTF-8
-// becomes U+FFFD so that documents are always valid text.
-func unescape(b []byte) string {
+// unescape is unescapeRaw with the text policy applied (uncounted), for fields other than the
+// title and text.
+func unescape(b []byte) string { return textpolicy.Clean(unescapeRaw(b), nil) }
+
+// unescapeRaw decodes the XML entities the export uses (&lt; &gt; &amp; &quot; &apos; and
+// numeric references) and CDATA sections. Unknown entities are kept as written. Invalid UTF-8
+// and control bytes are left for the text policy, which counts what it repairs.
+func unescapeRaw(b []byte) string {
 	if bytes.IndexByte(b, '&') < 0 && bytes.IndexByte(b, '<') < 0 {
-		if utf8.Valid(b) {
-			return string(b)
-		}
-		return strings.ToValidUTF8(string(b), "\uFFFD")
+		return string(b)
 	}
 	out := make([]byte, 0, len(b))
 	for len(b) > 0 {
@@ -353,9 +360,6 @@ func unescape(b []byte) string {
 		}
 		out = append(out, '&')
 		b = b[1:]
-	}
-	if !utf8.Valid(out) {
-		return strings.ToValidUTF8(string(out), "\uFFFD")
 	}
 	return string(out)
 }

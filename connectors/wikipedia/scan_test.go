@@ -7,6 +7,9 @@ import (
 	"testing"
 	"testing/iotest"
 	"unicode/utf8"
+
+	"github.com/reignpipe/reignpipe/connectors/textpolicy"
+	"github.com/reignpipe/reignpipe/connectors/wikipedia/wikitext"
 )
 
 func TestParsePage(t *testing.T) {
@@ -144,48 +147,6 @@ func TestUnescape(t *testing.T) {
 	}
 }
 
-func TestParseIndex(t *testing.T) {
-	tests := []struct {
-		name    string
-		in      string
-		want    []int64
-		wantErr string
-	}{
-		{"basic", "568:2:MediaWiki:Foo\n568:7:B\n900:10:C:D\n", []int64{568, 900}, ""},
-		{"no trailing newline, CRLF", "5:1:a\r\n9:2:b", []int64{5, 9}, ""},
-		{"unsorted", "9:1:a\n5:2:b\n9:3:c\n", []int64{5, 9}, ""},
-		{"empty title", "5:1:\n", []int64{5}, ""},
-		{"blank lines", "\n5:1:a\n\n", []int64{5}, ""},
-		{"bad offset", "x:1:a\n", nil, "bad offset"},
-		{"bad id", "5:x:a\n", nil, "bad page id"},
-		{"missing field", "5\n", nil, "want offset"},
-		{"beyond file", "5000:1:a\n", nil, "beyond"},
-		{"empty", "", nil, "no entries"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseIndex(strings.NewReader(tc.in), 1000)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) != len(tc.want) {
-				t.Fatalf("got %v, want %v", got, tc.want)
-			}
-			for i := range got {
-				if got[i] != tc.want[i] {
-					t.Fatalf("got %v, want %v", got, tc.want)
-				}
-			}
-		})
-	}
-}
-
 func TestSniffEncoding(t *testing.T) {
 	tests := []struct {
 		in   []byte
@@ -214,31 +175,14 @@ func FuzzScanPages(f *testing.F) {
 	f.Add([]byte(`<page><title a='>'>x</title><![CDATA[</page>`))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		_, elems, _ := scanAll(bytes.NewReader(in))
+		r := &Reader{names: wikitext.DefaultNamespaces(), namespaces: map[int]bool{0: true}}
 		for _, e := range elems {
-			p, err := parsePage([]byte(e))
-			if err == nil && !utf8.ValidString(p.text) {
-				t.Fatalf("invalid UTF-8 text from %q", e)
+			// Parsed fields hold the bytes as found; what leaves the reader is valid text.
+			it, _ := r.convert([]byte(e), textpolicy.Counts{})
+			if !utf8.ValidString(it.doc.Text) || !utf8.ValidString(it.title) {
+				t.Fatalf("invalid UTF-8 from %q", e)
 			}
 			_ = dbname([]byte(e))
-		}
-	})
-}
-
-func FuzzParseIndex(f *testing.F) {
-	f.Add("568:2:MediaWiki:Foo\n568:7:B\n900:10:C\n")
-	f.Add("9:1:a\r\n5:2:b")
-	f.Fuzz(func(t *testing.T, in string) {
-		offs, err := parseIndex(strings.NewReader(in), 1<<20)
-		if err != nil {
-			return
-		}
-		for i := 1; i < len(offs); i++ {
-			if offs[i] <= offs[i-1] {
-				t.Fatalf("offsets not strictly increasing: %v", offs)
-			}
-		}
-		if offs[len(offs)-1] >= 1<<20 || offs[0] < 0 {
-			t.Fatalf("offset out of range: %v", offs)
 		}
 	})
 }

@@ -6,6 +6,10 @@
 // order, so a run's document order never depends on scheduling and a resumed run can skip
 // what was acked. Without an index the file is read front to back, with decompression on its
 // own goroutine.
+//
+// A damaged or truncated bz2 stream is not the end of a run: its pages come out of Read as
+// bad inputs (dead letters) and reading goes on with the next stream (see streams.go and
+// README.md).
 package wikipedia
 
 import (
@@ -13,13 +17,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strings"
 	"sync"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/connectors/wikipedia/multistream"
+	"github.com/reignpipe/reignpipe/connectors/wikipedia/wikitext"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -68,8 +76,12 @@ type Reader struct {
 	enc         textEncoding
 	bom         int
 	multistream bool
+	index       string // the multistream index, when read
 	segs        []segment
 	namespaces  map[int]bool
+	names       *wikitext.Namespaces // the dump's namespace names, from <siteinfo>
+	head        []byte               // the file's first bytes, and the text's first element
+	root        string
 	fileSource  string // from the file name, used when neither Options nor <siteinfo> names one
 
 	ctx    context.Context
@@ -88,6 +100,7 @@ type Reader struct {
 	mu        sync.Mutex // guards the counters Stats reports
 	read      int64
 	skipped   map[string]int64
+	text      map[string]int64 // text policy counts
 	doneBytes int64
 }
 
@@ -110,6 +123,7 @@ func Open(opts Options) (*Reader, error) {
 		size:       st.Size(),
 		namespaces: map[int]bool{},
 		skipped:    map[string]int64{},
+		text:       map[string]int64{},
 		source:     opts.Source,
 		fileSource: "wiki",
 	}
@@ -133,20 +147,20 @@ func Open(opts Options) (*Reader, error) {
 	r.segs = []segment{{off: 0, end: r.size, first: true}}
 	idx := opts.Index
 	if idx == "" && !opts.Sequential {
-		idx = indexPath(opts.Path)
+		idx = multistream.IndexPath(opts.Path)
 	}
 	if idx != "" {
 		if r.comp != compBzip2 {
 			return nil, fmt.Errorf("wikipedia: index %s given but %s is not bz2", idx, r.base)
 		}
-		offs, err := readIndex(idx, r.size)
+		offs, err := multistream.ReadIndex(idx)
 		if err != nil {
 			return nil, fmt.Errorf("wikipedia: %w", err)
 		}
 		if err := r.checkFirstStream(offs[0]); err != nil {
 			return nil, fmt.Errorf("wikipedia: index %s: %w", idx, err)
 		}
-		r.segs, r.multistream = segmentsFor(offs, r.size), true
+		r.segs, r.multistream, r.index = segmentsFor(offs, r.size), true, idx
 	} else {
 		workers = 1
 	}
@@ -163,7 +177,7 @@ func (r *Reader) checkFirstStream(off int64) error {
 		return err
 	}
 	defer f.Close()
-	return checkStreamStart(f, off)
+	return multistream.CheckStreamStart(f, off)
 }
 
 // sniff reads the first bytes to learn the compression and the text encoding.
@@ -175,6 +189,7 @@ func (r *Reader) sniff() error {
 	defer f.Close()
 	var head [4]byte
 	n, _ := io.ReadFull(f, head[:])
+	r.head = append([]byte(nil), head[:n]...)
 	r.comp = sniffCompression(head[:n])
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("wikipedia: %w", err)
@@ -189,6 +204,24 @@ func (r *Reader) sniff() error {
 		return fmt.Errorf("wikipedia: %s: %w", r.base, err)
 	}
 	r.enc, r.bom = sniffEncoding(head[:n])
+	r.names = wikitext.DefaultNamespaces()
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("wikipedia: %w", err)
+	}
+	// Workers convert pages in parallel from the first one on, so the namespace names are
+	// read here, before any of them starts.
+	dec2, closeDec2, err := decompress(f, r.comp)
+	if err != nil {
+		return fmt.Errorf("wikipedia: %s: %w", r.base, err)
+	}
+	defer closeDec2()
+	if text, err := decode(dec2, r.enc, r.bom); err == nil {
+		si, head := readSiteinfo(text)
+		if si != nil {
+			r.names, _, _ = parseNamespaces(si)
+		}
+		r.root = rootElement(head)
+	}
 	return nil
 }
 
@@ -255,6 +288,11 @@ func (r *Reader) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 						r.err = errClosed
 						continue
 					}
+					if r.segBase == 0 {
+						// Not one <page>: the wrong file, not an empty wiki.
+						r.err = r.noPages()
+						continue
+					}
 					return schemas.Document{}, nil, io.EOF
 				}
 				r.mu.Lock()
@@ -278,6 +316,9 @@ func (r *Reader) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 				for k, v := range b.skipped {
 					r.skipped[k] += v
 				}
+				for k, v := range b.text {
+					r.text[k] += v
+				}
 			}
 			r.mu.Unlock()
 			if ok {
@@ -289,6 +330,19 @@ func (r *Reader) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 			}
 		}
 	}
+}
+
+// noPages says what the file is, since it is not a MediaWiki export.
+func (r *Reader) noPages() error {
+	switch {
+	case r.size == 0:
+		return fmt.Errorf("wikipedia: %s is empty: no pages to read", r.base)
+	case r.comp == compNone && strings.HasSuffix(strings.ToLower(r.base), ".bz2"):
+		return fmt.Errorf("wikipedia: %s is named .bz2 but does not start with the bz2 magic \"BZh\" (first bytes %x): not a bz2 file, no pages read", r.base, r.head)
+	case r.root != "" && r.root != "mediawiki":
+		return fmt.Errorf("wikipedia: %s holds no <page> element: its root element is <%s>, not <mediawiki> (not a MediaWiki XML export)", r.base, r.root)
+	}
+	return fmt.Errorf("wikipedia: %s holds no <page> element in %d bytes (not a MediaWiki XML export?)", r.base, r.size)
 }
 
 func (r *Reader) emit(it item) (schemas.Document, connectors.AckFunc, error) {
@@ -328,7 +382,7 @@ func (r *Reader) Stats() connectors.SourceStats {
 	if r.cur != nil {
 		done += r.cur.read.Load()
 	}
-	return connectors.SourceStats{Read: r.read, Skipped: sk, BytesRead: min(done, r.size), BytesTotal: r.size}
+	return connectors.SourceStats{Read: r.read, Skipped: sk, Text: maps.Clone(r.text), BytesRead: min(done, r.size), BytesTotal: r.size}
 }
 
 // Close stops the workers and waits for them. Unacked documents are re-read by the next run.

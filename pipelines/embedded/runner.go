@@ -19,6 +19,8 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -324,6 +326,9 @@ func (r *Runner) read(ctx context.Context, out chan<- *item) error {
 		case err == nil:
 		case errors.As(err, &bad):
 		case errors.Is(err, io.EOF):
+			if seq == 0 {
+				return r.nothingRead()
+			}
 			return nil
 		case ctx.Err() != nil:
 			return nil // soft stop
@@ -361,6 +366,29 @@ func (r *Runner) read(ctx context.Context, out chan<- *item) error {
 			return nil
 		}
 	}
+}
+
+// ErrNoDocuments is returned by Run when the source ended without handing out a single input:
+// an empty file, the wrong kind of file, or one whose every input was skipped. A run that
+// "completes" with nothing hides a wrong path or source type. A self-checkpointing source (a
+// watched folder) is exempt: an empty folder, or one whose files earlier runs finished, is
+// simply up to date.
+var ErrNoDocuments = errors.New("the input yielded no documents")
+
+func (r *Runner) nothingRead() error {
+	if sc, ok := r.parts.Source.(connectors.SelfCheckpointing); ok && sc.SelfCheckpointing() {
+		return nil
+	}
+	st := r.parts.Source.Stats()
+	if len(st.Skipped) == 0 {
+		return fmt.Errorf("source: %w (read %d bytes; check source.path and source.type)", ErrNoDocuments, st.BytesRead)
+	}
+	reasons := make([]string, 0, len(st.Skipped))
+	for k, v := range st.Skipped {
+		reasons = append(reasons, fmt.Sprintf("%s %d", k, v))
+	}
+	slices.Sort(reasons)
+	return fmt.Errorf("source: %w: every input was skipped (%s)", ErrNoDocuments, strings.Join(reasons, ", "))
 }
 
 func (r *Runner) tokenize(it *item) {

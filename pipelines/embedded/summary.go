@@ -23,6 +23,9 @@ type Summary struct {
 	DocsResumed int64            `json:"docs_resumed"` // committed by an earlier run, skipped
 	Abandoned   int64            `json:"docs_abandoned"`
 	Skipped     map[string]int64 `json:"docs_skipped"`
+	// TextRepairs counts what the sources' text policy changed (connectors/textpolicy):
+	// repaired_utf8 (runs of invalid UTF-8 made one U+FFFD), stripped_control, no_title.
+	TextRepairs map[string]int64 `json:"text_repairs"`
 
 	Tokens        int64    `json:"tokens"`
 	Windows       int64    `json:"windows"`
@@ -51,6 +54,10 @@ func (r *Runner) Summarize(s *Summary, src connectors.SourceStats) {
 	s.Skipped = src.Skipped
 	if s.Skipped == nil {
 		s.Skipped = map[string]int64{}
+	}
+	s.TextRepairs = src.Text
+	if s.TextRepairs == nil {
+		s.TextRepairs = map[string]int64{}
 	}
 	s.Tokens = c.Tokens.Load()
 	s.Windows = c.Windows.Load()

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/connectors/kafka"
+	"github.com/reignpipe/reignpipe/connectors/textpolicy"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -46,6 +48,7 @@ type DocSource struct {
 	bytes  atomic.Int64
 	mu     sync.Mutex
 	skips  map[string]int64
+	text   textpolicy.Counts // what the text policy changed, guarded by mu
 }
 
 // Decoder turns a raw record value into a document. A non-empty skip reason drops the record
@@ -63,7 +66,7 @@ func NewDocSource(c *kafka.Consumer, decode Decoder) *DocSource {
 	if decode == nil {
 		decode = RawJSON
 	}
-	return &DocSource{c: c, decode: decode, skips: map[string]int64{}}
+	return &DocSource{c: c, decode: decode, skips: map[string]int64{}, text: textpolicy.Counts{}}
 }
 
 // Read blocks until the next document, or ctx ends. A record that does not decode, or whose
@@ -103,6 +106,11 @@ func (s *DocSource) document(d kafka.Delivery, doc schemas.Document, err error) 
 		}
 		return schemas.Document{}, ack, &connectors.BadInputError{DocID: id, Position: pos, Reason: err}
 	}
+	// Records come from other producers too (kcat, other clients): the text policy every file
+	// source applies holds here as well.
+	s.mu.Lock()
+	doc.Text, doc.Title = textpolicy.Clean(doc.Text, s.text), textpolicy.Clean(doc.Title, s.text)
+	s.mu.Unlock()
 	doc.Position = pos
 	return doc, ack, nil
 }
@@ -121,7 +129,7 @@ func (s *DocSource) Stats() connectors.SourceStats {
 	for k, v := range s.skips {
 		skipped[k] = v
 	}
-	return connectors.SourceStats{Read: s.read.Load(), BytesRead: s.bytes.Load(), Skipped: skipped}
+	return connectors.SourceStats{Read: s.read.Load(), BytesRead: s.bytes.Load(), Skipped: skipped, Text: maps.Clone(s.text)}
 }
 
 // Consumer is the underlying group member (lag, stats).

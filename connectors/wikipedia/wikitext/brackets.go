@@ -31,14 +31,15 @@ type bracketPass struct {
 	counts   [nKinds]int
 	dels     []span
 	unclosed []span // start of an unclosed template or table, and where it was given up
+	ns       *Namespaces
 }
 
 // dropBrackets removes templates and tables, and reduces links to their visible text.
-func dropBrackets(s string) string {
+func dropBrackets(s string, ns *Namespaces) string {
 	if !strings.ContainsAny(s, "{}[]") {
 		return s
 	}
-	p := &bracketPass{s: s}
+	p := &bracketPass{s: s, ns: ns}
 	p.scan()
 	return p.render()
 }
@@ -196,7 +197,7 @@ func (p *bracketPass) link(o opener, end int) {
 	target := s[o.start+2 : tEnd]
 	lead := len(target) - len(strings.TrimLeft(target, " \t"))
 	colon := lead < len(target) && target[lead] == ':'
-	if !colon && dropLink(target, o.pipe >= 0) {
+	if !colon && p.dropLink(target, o.pipe >= 0) {
 		p.del(o.start, end)
 		return
 	}
@@ -214,27 +215,20 @@ func (p *bracketPass) link(o opener, end int) {
 	p.del(tEnd, end)
 }
 
-// dropNamespaces are link prefixes whose links render as media or page metadata rather than
-// text: English and canonical names, plus common localised ones.
-var dropNamespaces = map[string]bool{
-	"file": true, "image": true, "media": true, "category": true,
-	"fael": true, "nkyekyεmu": true, "fáil": true, "datei": true, "bild": true,
-	"kategorie": true, "fichier": true, "catégorie": true, "archivo": true, "imagen": true,
-	"categoría": true, "файл": true, "изображение": true, "категория": true, "plik": true,
-	"kategoria": true, "immagine": true, "categoria": true, "ficheiro": true, "arquivo": true,
-	"bestand": true, "categorie": true, "afbeelding": true, "kategori": true, "berkas": true,
-}
-
-// dropLink decides whether a link with this target is dropped whole: files, images,
-// categories, and (when unpiped) interlanguage links like [[de:Foo]].
-func dropLink(target string, piped bool) bool {
+// dropLink decides whether a link with this target is dropped whole: files, media and
+// categories under any of the wiki's names for them, and (when unpiped) interlanguage links
+// like [[de:Foo]].
+func (p *bracketPass) dropLink(target string, piped bool) bool {
+	// Editors paste URL paths ("[[/wiki/File:x.webm|thumb|...]]"); the options of such a file
+	// link would otherwise be left as text.
+	target = strings.TrimPrefix(strings.TrimSpace(target), "/wiki/")
 	i := strings.IndexByte(target, ':')
 	if i <= 0 {
 		return false
 	}
 	prefix := strings.TrimSpace(target[:i])
-	if dropNamespaces[strings.ReplaceAll(strings.ToLower(prefix), "_", " ")] {
-		return true
+	if key, ok := p.ns.Lookup(prefix); ok {
+		return dropsWhole(key)
 	}
 	return !piped && isLangCode(prefix)
 }

@@ -21,14 +21,19 @@ import (
 	"strings"
 )
 
-// Plain returns readable plain text for the wikitext s.
-func Plain(s string) string {
+// Plain returns readable plain text for the wikitext s, knowing only the canonical and common
+// localised namespace names.
+func Plain(s string) string { return defaultNamespaces.Plain(s) }
+
+// Plain returns readable plain text for wikitext from the wiki whose namespace names n holds:
+// links into its file, media and category namespaces are dropped whole.
+func (n *Namespaces) Plain(s string) string {
 	if s == "" {
 		return ""
 	}
 	s = dropComments(s)
 	s = dropBlockTags(s)
-	s = dropBrackets(s)
+	s = dropBrackets(s, n)
 	s = inline(s)
 	s = lines(s)
 	return s
