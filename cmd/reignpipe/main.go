@@ -46,7 +46,7 @@ var sources = map[string]func(pipelines.SourceConfig) (connectors.Source, error)
 	// directory (watch: true).
 	"jsonl": func(c pipelines.SourceConfig) (connectors.Source, error) {
 		return files(c, func(p string) (connectors.Source, error) {
-			return jsonl.Open(jsonl.Options{Path: p, Source: c.Name})
+			return jsonl.Open(jsonl.Options{Path: p, Source: c.Name, MaxLineBytes: jsonlLineBound(c.MaxDocBytes)})
 		})
 	},
 	"uspto": func(c pipelines.SourceConfig) (connectors.Source, error) {
@@ -57,6 +57,18 @@ var sources = map[string]func(pipelines.SourceConfig) (connectors.Source, error)
 			return uspto.Open(uspto.Options{Path: p, Sections: c.Sections})
 		})
 	},
+}
+
+// jsonlLineBound is the longest JSONL line worth reading under source.max_doc_bytes: the text
+// plus 1 MiB for the other fields and JSON syntax. A line past it is skipped as a bad input
+// without being held, so an oversized document costs the reader this much memory, not its size.
+// Text heavy in JSON escapes can make a line longer than its text: such a document is refused
+// slightly early, with a reason that names the bound.
+func jsonlLineBound(maxDocBytes int64) int {
+	if maxDocBytes <= 0 {
+		return 0 // the reader's own bound
+	}
+	return int(maxDocBytes) + 1<<20
 }
 
 // files opens a path of per-file sources: watched, or a fixed set read once.

@@ -36,10 +36,13 @@ type Options struct {
 	// skipping them as "empty": an evaluation corpus is scored whole, and the reference embeds
 	// an empty text as the one window [CLS][SEP].
 	KeepEmpty bool
+	// MaxLineBytes bounds one line (default 256 MiB): a longer one is consumed without being
+	// held and handed out as a bad input, so a runaway line (a file without newlines, one
+	// enormous document) costs the reader no more than this much memory.
+	MaxLineBytes int
 }
 
-// maxLine bounds one line: a runaway line (a file without newlines) must not take all memory.
-const maxLine = 256 << 20
+const defaultMaxLine = 256 << 20
 
 var sourceName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 
@@ -88,6 +91,7 @@ type Reader struct {
 	br                 *bufio.Reader
 	closeDec           func()
 	line               int64
+	maxLine            int
 	size               int64
 	consumed           atomic.Int64
 
@@ -127,7 +131,10 @@ func Open(opts Options) (*Reader, error) {
 		return nil, fmt.Errorf("jsonl: %w", err)
 	}
 	r := &Reader{path: opts.Path, base: filepath.Base(opts.Path), source: opts.Source, keepEmpty: opts.KeepEmpty, f: f,
-		size: st.Size(), skipped: map[string]int64{}, text: map[string]int64{}, scratch: textpolicy.Counts{}, closeDec: func() {}}
+		size: st.Size(), skipped: map[string]int64{}, text: map[string]int64{}, scratch: textpolicy.Counts{}, closeDec: func() {}, maxLine: opts.MaxLineBytes}
+	if r.maxLine <= 0 {
+		r.maxLine = defaultMaxLine
+	}
 	if r.source == "" {
 		r.source = defaultSource(opts.Path)
 	}
@@ -156,11 +163,12 @@ func Open(opts Options) (*Reader, error) {
 
 func noAck(context.Context, error) error { return nil }
 
-var errTooLong = fmt.Errorf("line longer than %d MiB", maxLine>>20)
+var errTooLong = errors.New("line too long")
 
-// readLine returns the next line without its newline. A line over maxLine is consumed and
+// readLine returns the next line without its newline. A line over r.maxLine is consumed and
 // reported as errTooLong so that the run can go on with the next one.
 func (r *Reader) readLine() ([]byte, error) {
+	maxLine := r.maxLine
 	var long []byte
 	tooLong := false
 	for {
@@ -183,6 +191,9 @@ func (r *Reader) readLine() ([]byte, error) {
 		}
 		if long != nil {
 			frag = append(long, frag...)
+		}
+		if len(frag) > maxLine+1 { // +1: the newline
+			return nil, errTooLong
 		}
 		if err == io.EOF && len(frag) > 0 {
 			return frag, nil
@@ -210,7 +221,8 @@ func (r *Reader) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 		r.line++
 		pos := fmt.Sprintf("%s line %d", r.base, r.line)
 		if err == errTooLong {
-			return schemas.Document{}, noAck, &connectors.BadInputError{Position: pos, Reason: err}
+			return schemas.Document{}, noAck, &connectors.BadInputError{Position: pos,
+				Reason: fmt.Errorf("line longer than %d bytes, the bound on one line (skipped without reading it into memory)", r.maxLine)}
 		}
 		if err != nil {
 			return schemas.Document{}, nil, fmt.Errorf("jsonl: %s: %w", pos, err)

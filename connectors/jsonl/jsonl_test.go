@@ -212,3 +212,28 @@ func FuzzParseLine(f *testing.F) {
 		}
 	})
 }
+
+// A line over MaxLineBytes is a bad input naming the bound, consumed without being held; the
+// next line is read as usual.
+func TestMaxLineBytes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.jsonl")
+	long := `{"id": "big", "text": "` + strings.Repeat("word ", 4000) + `"}`
+	data := long + "\n" + `{"id": "small", "text": "a short text"}` + "\n"
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(Options{Path: path, Source: "t", MaxLineBytes: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	_, _, err = r.Read(context.Background())
+	var bad *connectors.BadInputError
+	if !errors.As(err, &bad) || !strings.Contains(bad.Reason.Error(), "longer than 1000 bytes") || bad.Position != "c.jsonl line 1" {
+		t.Fatalf("first Read = %v", err)
+	}
+	d, _, err := r.Read(context.Background())
+	if err != nil || d.ID != "t:small" {
+		t.Fatalf("second Read = %+v, %v", d, err)
+	}
+}
