@@ -11,12 +11,10 @@ import (
 	"github.com/reignpipe/reignpipe/pipelines/benchdata"
 )
 
-const benchdataUsage = "benchdata: usage: reignpipe benchdata --kind patent-claims|halves --source wikipedia|jsonl|uspto|textdir --input PATH --out DIR [--seed 42] [--min-chars 2000]"
-
 // cmdBenchdata writes a BEIR-layout benchmark derived from real documents (see package
 // benchdata for the constructions and the split).
 func cmdBenchdata(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("benchdata", flag.ContinueOnError)
+	fs := newFlagSet("benchdata", args)
 	kind := fs.String("kind", "", "construction: "+strings.Join(benchdata.Kinds, " or "))
 	source := fs.String("source", "", "input type: "+strings.Join(benchdata.Sources, ", ")+" (patent-claims: uspto, the default there)")
 	input := fs.String("input", "", "wikipedia dump; JSONL or USPTO file, directory or glob; textdir: directory of *.rst/*.txt")
@@ -28,7 +26,7 @@ func cmdBenchdata(ctx context.Context, args []string) error {
 		return err
 	}
 	if len(pos) != 0 {
-		return fmt.Errorf("unexpected argument %q\n%s", pos[0], benchdataUsage)
+		return usageError("benchdata", fmt.Sprintf("unexpected argument %q", pos[0]))
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -43,7 +41,7 @@ func cmdBenchdata(ctx context.Context, args []string) error {
 	}
 	for _, req := range []struct{ name, val string }{{"kind", *kind}, {"source", *source}, {"input", *input}, {"out", *out}} {
 		if req.val == "" {
-			return fmt.Errorf("benchdata: --%s is required\n%s", req.name, benchdataUsage)
+			return usageError("benchdata", "--"+req.name+" is required")
 		}
 	}
 	opts := benchdata.Options{Kind: *kind, Source: *source, Input: *input, Out: *out, Seed: *seed, MinChars: *minChars}

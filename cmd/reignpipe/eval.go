@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -71,7 +70,7 @@ type evalOptions struct {
 // the first window only, the GN chunked mean-pool and, when a checkpoint is configured, REIGN.
 // The data may be in any layout pipelines/irdata reads (BEIR / MTEB files, LoCoV1, DAPFAM).
 func cmdEval(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
+	fs := newFlagSet("eval", args)
 	data := fs.String("data", "", "benchmark directory: BEIR/MTEB (JSONL, Parquet or save_to_disk), LoCoV1 or DAPFAM files")
 	format := fs.String("format", irdata.FormatAuto, "layout: auto, beir, loco or dapfam")
 	subset := fs.String("subset", "", "LoCo subtask, or all: every subtask and their macro average")
@@ -86,7 +85,7 @@ func cmdEval(ctx context.Context, args []string) error {
 		return err
 	}
 	if len(pos) != 1 || *data == "" || *k < 0 {
-		return errors.New("eval: usage: reignpipe eval --data DIR [--format auto|beir|loco|dapfam] [--subset NAME|all] [--view V] [--split test] [--k N] [--keep-self] [--out DIR] [--checkpoint DIR] PIPELINE.yaml")
+		return usageError("eval", "--data and one pipeline file are required")
 	}
 	keepSet := false
 	fs.Visit(func(f *flag.Flag) { keepSet = keepSet || f.Name == "keep-self" })

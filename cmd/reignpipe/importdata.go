@@ -1,20 +1,16 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 
 	"github.com/reignpipe/reignpipe/pipelines/irdata"
 )
 
-const importdataUsage = "importdata: usage: reignpipe importdata --data DIR --out DIR [--format auto|beir|loco|dapfam] [--subset NAME] [--view V] [--seed 42]"
-
 // cmdImportdata rewrites a published benchmark (any layout pipelines/irdata reads) in the plain
 // BEIR layout that `reignpipe train` and other BEIR tools take.
 func cmdImportdata(args []string) error {
-	fs := flag.NewFlagSet("importdata", flag.ContinueOnError)
+	fs := newFlagSet("importdata", args)
 	data := fs.String("data", "", "benchmark directory as published (BEIR/MTEB JSONL, Parquet or save_to_disk; LoCoV1; DAPFAM)")
 	out := fs.String("out", "", "output directory: corpus.jsonl, queries.jsonl, qrels/<split>.tsv, import.json")
 	format := fs.String("format", irdata.FormatAuto, "layout: auto, beir, loco or dapfam")
@@ -26,7 +22,7 @@ func cmdImportdata(args []string) error {
 		return err
 	}
 	if len(pos) != 0 || *data == "" || *out == "" {
-		return errors.New(importdataUsage)
+		return usageError("importdata", "--data and --out are required")
 	}
 	o := irdata.Options{Format: *format, Subset: *subset, View: *view, Seed: *seed}
 	src, err := irdata.Open(*data, o)

@@ -1,14 +1,7 @@
 // Command reignpipe turns corpora of long documents into one vector per document.
 //
-//	reignpipe run [flags] PIPELINE.yaml      run a pipeline in this process (embedded mode)
-//	reignpipe stage NAME [flags] PIPELINE.yaml  run one stage of a pipeline against Kafka (distributed mode)
-//	reignpipe eval [flags] PIPELINE.yaml     BM25, GN truncated, GN mean-pool, REIGN on a benchmark
-//	reignpipe train [flags] PIPELINE.yaml    train REIGN over the cached chunk embeddings
-//	reignpipe benchdata [flags]              build a benchmark from real documents
-//	reignpipe importdata [flags]             rewrite a published benchmark (LoCoV1, DAPFAM, MTEB) as BEIR
-//	reignpipe reaggregate [flags] PIPELINE.yaml  rebuild every document vector from the chunk cache
-//	reignpipe neighbors [flags]              nearest documents to one document, from a vector sink
-//	reignpipe version
+// The commands, their usage lines and summaries are the table in commands.go: `reignpipe help`
+// and `reignpipe CMD --help` print from it, so there is no second copy to drift.
 //
 // Connectors and stages are registered explicitly here (sources below, sinks in run.go): no
 // package registers itself.
@@ -19,7 +12,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -79,22 +71,6 @@ func files(c pipelines.SourceConfig, open func(string) (connectors.Source, error
 	return multifile.Open(c.Path, open)
 }
 
-func usage(w io.Writer) {
-	fmt.Fprint(w, `reignpipe: one vector per long document (REIGN-style pipeline)
-
-usage:
-  reignpipe run [--from-scratch] [--input PATH] [--log-format text|json] PIPELINE.yaml
-  reignpipe stage ingest|embed|aggregate|process [--idle-exit D] [--cache-dir D] [--metrics-addr A] PIPELINE.yaml
-  reignpipe eval --data DIR [--format auto|beir|loco|dapfam] [--subset NAME|all] [--view V] [--split test] [--k N] [--keep-self] [--checkpoint DIR] PIPELINE.yaml
-  reignpipe train --data BEIR_DIR --out DIR [--size small-l2] [--epochs 50] [--seed 42] [--loss cosine3|infonce] [--self-supervised] PIPELINE.yaml [-- TRAINER FLAGS]
-  reignpipe reaggregate --out DIR [--checkpoint DIR] PIPELINE.yaml
-  reignpipe neighbors --vectors DIR [--doc ID|--title TITLE] [--k 5]
-  reignpipe benchdata --kind patent-claims|halves --source wikipedia|jsonl|uspto|textdir --input PATH --out DIR [--seed 42] [--min-chars 2000]
-  reignpipe importdata --data DIR --out DIR [--format auto|beir|loco|dapfam] [--subset NAME] [--view V] [--seed 42]
-  reignpipe version
-`)
-}
-
 func main() {
 	if len(os.Args) < 2 {
 		usage(os.Stderr)
@@ -103,35 +79,25 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
-	switch os.Args[1] {
-	case "run":
-		err = cmdRun(ctx, os.Args[2:])
-	case "stage":
-		err = cmdStage(ctx, os.Args[2:])
-	case "eval":
-		err = cmdEval(ctx, os.Args[2:])
-	case "train":
-		err = cmdTrain(ctx, os.Args[2:])
-	case "reaggregate":
-		err = cmdReaggregate(ctx, os.Args[2:])
-	case "neighbors", "neighbours":
-		err = cmdNeighbors(os.Args[2:])
-	case "benchdata":
-		err = cmdBenchdata(ctx, os.Args[2:])
-	case "importdata":
-		err = cmdImportdata(os.Args[2:])
-	case "version", "--version":
-		fmt.Println("reignpipe", version)
+	switch name := os.Args[1]; name {
 	case "help", "-h", "--help":
 		usage(os.Stdout)
+	case "--version":
+		fmt.Println("reignpipe", version)
 	default:
-		usage(os.Stderr)
-		err = fmt.Errorf("unknown command %q", os.Args[1])
+		c, ok := lookup(name)
+		if !ok {
+			usage(os.Stderr)
+			fmt.Fprintf(os.Stderr, "reignpipe: unknown command %q\n", name)
+			os.Exit(2)
+		}
+		err = c.run(ctx, os.Args[2:])
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0) // CMD --help: the usage went to stdout
 	}
 	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "reignpipe:", err)
-		}
+		fmt.Fprintln(os.Stderr, "reignpipe:", err)
 		os.Exit(1)
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"sort"
 	"strings"
@@ -17,7 +16,7 @@ func nowUTC() time.Time { return time.Now().UTC() }
 // cmdNeighbors prints the k documents nearest to one document (dot product of L2-normalised
 // vectors, the document itself excluded) from a vector sink's directory.
 func cmdNeighbors(args []string) error {
-	fs := flag.NewFlagSet("neighbors", flag.ContinueOnError)
+	fs := newFlagSet("neighbors", args)
 	dir := fs.String("vectors", "", "vector sink directory (parquet or jsonl parts)")
 	doc := fs.String("doc", "", "document id, e.g. enwiki:12")
 	title := fs.String("title", "", "document title (used when --doc is empty; default: the first document)")

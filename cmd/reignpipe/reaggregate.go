@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -39,7 +37,7 @@ type ReaggregateSummary struct {
 // (doc manifests + shards) with the pipeline's aggregation, e.g. a new REIGN checkpoint.
 // Manifests are streamed, so memory does not grow with the corpus.
 func cmdReaggregate(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("reaggregate", flag.ContinueOnError)
+	fs := newFlagSet("reaggregate", args)
 	out := fs.String("out", "", "directory for the new Parquet vector parts (required)")
 	checkpoint := fs.String("checkpoint", "", "REIGN checkpoint (overrides aggregate.checkpoint and sets aggregate.type: reign)")
 	pos, err := parseInterspersed(fs, args)
@@ -47,7 +45,7 @@ func cmdReaggregate(ctx context.Context, args []string) error {
 		return err
 	}
 	if len(pos) != 1 || *out == "" {
-		return errors.New("reaggregate: usage: reignpipe reaggregate --out DIR [--checkpoint DIR] PIPELINE.yaml")
+		return usageError("reaggregate", "--out and one pipeline file are required")
 	}
 	cfg, err := pipelines.Load(pos[0])
 	if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -25,7 +24,7 @@ import (
 )
 
 func cmdRun(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs := newFlagSet("run", args)
 	fromScratch := fs.Bool("from-scratch", false, "forget the checkpoint and the vector outputs (the chunk cache is kept), then run")
 	input := fs.String("input", "", "override source.path")
 	logFormat := fs.String("log-format", "text", "text or json")
@@ -34,7 +33,7 @@ func cmdRun(ctx context.Context, args []string) error {
 		return err
 	}
 	if len(pos) != 1 {
-		return errors.New("run: give exactly one pipeline file")
+		return usageError("run", "give exactly one pipeline file")
 	}
 	if err := setupLogger(*logFormat); err != nil {
 		return err

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -47,7 +45,7 @@ type stageFlags struct {
 }
 
 func cmdStage(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("stage", flag.ContinueOnError)
+	fs := newFlagSet("stage", args)
 	var f stageFlags
 	fs.DurationVar(&f.idleExit, "idle-exit", 0, "exit after no input arrived for this long (0: run until SIGTERM)")
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "override cache.dir (each embed worker keeps its own chunk cache)")
@@ -59,7 +57,7 @@ func cmdStage(ctx context.Context, args []string) error {
 		return err
 	}
 	if len(pos) != 2 || stageNames[pos[0]] == "" {
-		return errors.New("stage: usage: reignpipe stage ingest|embed|aggregate|process [--idle-exit D] [--cache-dir D] [--metrics-addr A] PIPELINE.yaml")
+		return usageError("stage", "give a stage name and one pipeline file")
 	}
 	if err := setupLogger(*logFormat); err != nil {
 		return err

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -63,7 +61,7 @@ func cmdTrain(ctx context.Context, args []string) error {
 			break
 		}
 	}
-	fs := flag.NewFlagSet("train", flag.ContinueOnError)
+	fs := newFlagSet("train", args)
 	o := trainOptions{Stdout: os.Stdout, Stderr: os.Stderr, Extra: extra}
 	fs.StringVar(&o.Data, "data", "", "BEIR-layout directory: corpus.jsonl, queries.jsonl, qrels/{train,val,test}.tsv")
 	fs.StringVar(&o.Out, "out", "", "output directory: best/, last/, train-log.jsonl, eval-trainer.json")
@@ -79,7 +77,7 @@ func cmdTrain(ctx context.Context, args []string) error {
 		return err
 	}
 	if len(pos) != 1 || o.Data == "" || o.Out == "" {
-		return errors.New("train: usage: reignpipe train --data DIR --out DIR [--size small-l2] [--epochs 50] [--seed 42] [--loss cosine3|infonce] [--self-supervised] PIPELINE.yaml [-- TRAINER FLAGS]")
+		return usageError("train", "--data, --out and one pipeline file are required")
 	}
 	cfg, err := pipelines.Load(pos[0])
 	if err != nil {
