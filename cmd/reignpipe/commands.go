@@ -34,7 +34,7 @@ func commands() []command {
 		{name: "reaggregate", summary: "rebuild every document vector from the chunk cache",
 			synopsis: "--out DIR [--checkpoint DIR] PIPELINE.yaml", run: cmdReaggregate},
 		{name: "neighbors", aliases: []string{"neighbours"}, summary: "nearest documents to one document, from a vector sink",
-			synopsis: "--vectors DIR [--doc ID|--title TITLE] [--k 5]", run: func(_ context.Context, a []string) error { return cmdNeighbors(a) }},
+			synopsis: "--vectors DIR [--doc ID|--title TITLE] [--k 5]", run: func(_ context.Context, a []string) error { return cmdNeighbors(os.Stdout, a) }},
 		{name: "benchdata", summary: "build a benchmark from real documents",
 			synopsis: "--kind patent-claims|halves --source wikipedia|jsonl|uspto|textdir --input PATH --out DIR [--seed 42] [--min-chars 2000]", run: cmdBenchdata},
 		{name: "importdata", summary: "rewrite a published benchmark (LoCoV1, DAPFAM, MTEB) as BEIR",

@@ -3,19 +3,21 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/schemas"
+	"github.com/reignpipe/reignpipe/stages/eval"
 )
 
 func nowUTC() time.Time { return time.Now().UTC() }
 
 // cmdNeighbors prints the k documents nearest to one document (dot product of L2-normalised
 // vectors, the document itself excluded) from a vector sink's directory.
-func cmdNeighbors(args []string) error {
+func cmdNeighbors(w io.Writer, args []string) error {
 	fs := newFlagSet("neighbors", args)
 	dir := fs.String("vectors", "", "vector sink directory (parquet or jsonl parts)")
 	doc := fs.String("doc", "", "document id, e.g. enwiki:12")
@@ -64,36 +66,23 @@ func cmdNeighbors(args []string) error {
 	default:
 		q = latest[ids[0]]
 	}
-	type hit struct {
-		v     schemas.DocVector
-		score float64
-	}
-	var hits []hit
-	for _, id := range ids {
+	corpus := make([][]float32, len(ids))
+	for i, id := range ids {
 		v := latest[id]
-		if id == q.DocID {
-			continue
-		}
 		if v.Space != q.Space {
 			return fmt.Errorf("neighbors: %s is in space %s, %s in %s: vectors of two spaces are not comparable", q.DocID, q.Space, id, v.Space)
 		}
-		var s float64
-		for i := range v.Vector {
-			s += float64(v.Vector[i]) * float64(q.Vector[i])
-		}
-		hits = append(hits, hit{v, s})
+		corpus[i] = v.Vector
 	}
-	sort.Slice(hits, func(i, j int) bool {
-		if hits[i].score != hits[j].score {
-			return hits[i].score > hits[j].score
-		}
-		return hits[i].v.DocID < hits[j].v.DocID
-	})
-	fmt.Printf("nearest to %s %q (%d chunks, %d tokens) among %d documents, space %s:\n",
+	// The evaluator's ranking, so neighbours and eval never order a tie differently.
+	hits, err := eval.TopK(q.Vector, corpus, ids, *k, q.DocID)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "nearest to %s %q (%d chunks, %d tokens) among %d documents, space %s:\n",
 		q.DocID, q.Title, q.NChunks, q.NTokens, len(latest), q.Space)
-	for i := 0; i < *k && i < len(hits); i++ {
-		h := hits[i]
-		fmt.Printf("  %d. %.4f  %-14s %s\n", i+1, h.score, h.v.DocID, h.v.Title)
+	for i, h := range hits {
+		fmt.Fprintf(w, "  %d. %.4f  %-14s %s\n", i+1, h.Score, h.ID, latest[h.ID].Title)
 	}
 	return nil
 }
