@@ -65,6 +65,14 @@ func parseShardName(name string) (uint64, bool) {
 	return seq, err == nil
 }
 
+// parseVecName is parseShardName for companion files.
+func parseVecName(name string) (uint64, bool) {
+	if !strings.HasSuffix(name, vecSuffix) {
+		return 0, false
+	}
+	return parseShardName(strings.TrimSuffix(name, vecSuffix) + shardSuffix)
+}
+
 // pending is a batch of rows not yet in a visible shard. Embeddings are stored contiguously so
 // a shard cut hands one slice to the Arrow builder.
 type pending struct {
