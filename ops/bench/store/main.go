@@ -123,7 +123,7 @@ func render(rs []sizeResult, legacy bool, started time.Time, root string) string
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Chunk store benchmark (ops/bench/store)\n\n")
 	fmt.Fprintf(&b, "%s\n\n", machine(started, root))
-	fmt.Fprintf(&b, "Synthetic stores: documents of 10 windows, 384-d float32, shardcache defaults (8192 rows/shard, zstd Parquet + companion, 64 open files), doc ids unordered w.r.t. write order. Hits: `Get` per window over a sample of documents (sequential = a run in write order from a random start, random = uniform draws), every vector checked. Re-aggregation: the whole store, `ScanManifests` + `GetMany` + mean-pool. Warm page cache. Peak RSS = VmHWM of the child process that built and read that size.\n\n")
+	fmt.Fprintf(&b, "Synthetic stores: documents of 10 windows, 384-d float32, shardcache defaults (8192 rows/shard, zstd Parquet + companion, 64 open files), doc ids unordered w.r.t. write order. Hits: `Get` per window over a sample of documents (sequential = a run in write order from a random start, random = uniform draws), every vector checked, after one untimed pass over as many random documents (steady state, not block-cache warm-up). Re-aggregation: the whole store, `ScanManifests` + `GetMany` + mean-pool. Warm page cache. Peak RSS = VmHWM of the child process that built and read that size.\n\n")
 	b.WriteString("| windows | shards | write rows/s | hit µs/window seq (CPU) | hit µs/window random (CPU) | sampled windows | reaggregate windows/s | reaggregate s | disk B/window (parquet + vec + index) | Open s | peak RSS MiB |\n")
 	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n")
 	for _, r := range rs {
