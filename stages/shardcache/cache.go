@@ -61,11 +61,15 @@ import (
 	"github.com/cockroachdb/pebble/bloom"
 
 	"github.com/reignpipe/reignpipe/schemas"
+	"github.com/reignpipe/reignpipe/stages/shardcache/internal/vecfile"
 )
 
 var (
 	// ErrSpaceMismatch: the Dir was built for another GN fingerprint, dim, K or S.
 	ErrSpaceMismatch = errors.New("shardcache: cache directory belongs to another GN space")
+	// ErrCorrupt: a companion file, or a row read from it, failed its checks. Deleting the
+	// companion makes the next Open rebuild it from the Parquet shard.
+	ErrCorrupt = vecfile.ErrCorrupt
 	// ErrClosed is returned by every method after Close.
 	ErrClosed = errors.New("shardcache: cache is closed")
 )
@@ -149,7 +153,7 @@ type Cache struct {
 	rebuilt   int64
 	rows      int64
 	bytes     int64
-	vecs      *vecFiles
+	vecs      *vecfile.Pool
 
 	hits, misses, loads atomic.Int64
 }
@@ -195,7 +199,7 @@ func Open(opts Options) (*Cache, error) {
 		broken:    map[uint64]error{},
 		nextSeq:   1,
 	}
-	c.vecs = newVecFiles(c.shardD, opts.Dim, opts.OpenFiles)
+	c.vecs = vecfile.NewPool(func(seq uint64) string { return filepath.Join(c.shardD, vecName(seq)) }, opts.Dim, opts.OpenFiles)
 	c.buf = newPending(0, opts.Dim)
 	for _, d := range []string{c.shardD, filepath.Join(opts.Dir, "index")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -282,7 +286,7 @@ func (c *Cache) recover() error {
 			if m, err = c.reindex(seq); err != nil {
 				return err
 			}
-		} else if size, ok := vecs[seq]; !ok || size != vecSize(m.Rows, c.opts.Dim) {
+		} else if size, ok := vecs[seq]; !ok || size != vecfile.Size(m.Rows, c.opts.Dim) {
 			// Lost or truncated (a shard from before companions existed, or removed by hand):
 			// rebuilt from the shard. A shard that cannot be decoded costs its own rows, not
 			// the whole cache: its hits return the error.
@@ -371,7 +375,7 @@ func (c *Cache) reindex(seq uint64) (marker, error) {
 	if err != nil {
 		return marker{}, fmt.Errorf("shardcache: %w", err)
 	}
-	if _, err := writeVecAtomic(filepath.Join(c.shardD, vecName(seq)), seq, c.opts.Dim, d.keys, d.emb); err != nil {
+	if _, err := vecfile.Write(filepath.Join(c.shardD, vecName(seq)), seq, c.opts.Dim, d.keys, d.emb); err != nil {
 		return marker{}, fmt.Errorf("shardcache: companion of shard %d: %w", seq, err)
 	}
 	m := marker{Rows: int64(len(d.keys)), Bytes: st.Size()}
@@ -387,7 +391,7 @@ func (c *Cache) rebuildVec(seq uint64, m marker) error {
 	if int64(len(d.keys)) != m.Rows {
 		return fmt.Errorf("shardcache: shard %d has %d rows, its index marker says %d", seq, len(d.keys), m.Rows)
 	}
-	if _, err := writeVecAtomic(filepath.Join(c.shardD, vecName(seq)), seq, c.opts.Dim, d.keys, d.emb); err != nil {
+	if _, err := vecfile.Write(filepath.Join(c.shardD, vecName(seq)), seq, c.opts.Dim, d.keys, d.emb); err != nil {
 		return fmt.Errorf("shardcache: companion of shard %d: %w", seq, err)
 	}
 	return nil
@@ -500,11 +504,11 @@ func (c *Cache) drain() error {
 		// The companion after the shard (it is derived from it; Open rebuilds it from a shard
 		// that a crash left without one) and before the index batch (no entry ever names a
 		// row that cannot be read in O(1)).
-		if _, err := writeVecAtomic(filepath.Join(c.shardD, vecName(p.seq)), p.seq, c.opts.Dim, p.keys, p.emb[:len(p.keys)*c.opts.Dim]); err != nil {
+		if _, err := vecfile.Write(filepath.Join(c.shardD, vecName(p.seq)), p.seq, c.opts.Dim, p.keys, p.emb[:len(p.keys)*c.opts.Dim]); err != nil {
 			return fmt.Errorf("shardcache: write companion of shard %d: %w", p.seq, err)
 		}
 		if !c.opts.ReadParquet {
-			dropPageCache(shardPath)
+			vecfile.DropPageCache(shardPath)
 		}
 		// Known before its index entries exist, so a reader that finds an entry also finds
 		// the shard.
@@ -692,7 +696,7 @@ func (c *Cache) Stats() Stats {
 	s.Rebuilt, s.Broken = c.rebuilt, int64(len(c.broken))
 	c.mu.Unlock()
 	s.Hits, s.Misses, s.ShardLoads = c.hits.Load(), c.misses.Load(), c.loads.Load()
-	s.FileOpens = c.vecs.opens.Load()
+	s.FileOpens = c.vecs.Opens()
 	return s
 }
 
@@ -708,6 +712,6 @@ func (c *Cache) Close() error {
 	c.mu.Lock()
 	c.lru = nil
 	c.mu.Unlock()
-	c.vecs.closeAll()
+	c.vecs.CloseAll()
 	return errors.Join(err, c.db.Close())
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cockroachdb/pebble"
+
+	"github.com/reignpipe/reignpipe/stages/shardcache/internal/vecfile"
 )
 
 // writeStore adds rows, closes, and returns the shard directory.
@@ -76,8 +78,8 @@ func TestCompanionServesHits(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Size() != vecSize(n, testDim) {
-			t.Errorf("companion %d: %d bytes, want %d", seq, st.Size(), vecSize(n, testDim))
+		if st.Size() != vecfile.Size(n, testDim) {
+			t.Errorf("companion %d: %d bytes, want %d", seq, st.Size(), vecfile.Size(n, testDim))
 		}
 	}
 	path := filepath.Join(sd, shardName(1))
@@ -131,7 +133,7 @@ func TestCrashAroundCompanion(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(sd, vecName(2)+tmpSuffix)); !os.IsNotExist(err) {
 				t.Errorf("temp companion survived Open: %v", err)
 			}
-			if st, err := os.Stat(filepath.Join(sd, vecName(2))); err != nil || st.Size() != vecSize(16, testDim) {
+			if st, err := os.Stat(filepath.Join(sd, vecName(2))); err != nil || st.Size() != vecfile.Size(16, testDim) {
 				t.Errorf("companion 2 after Open: %v, %v", st, err)
 			}
 			checkGet(t, c, rows)
@@ -145,7 +147,7 @@ func TestCrashAroundCompanion(t *testing.T) {
 // TestCorruptCompanionDetected: damage Open cannot see by size must surface as ErrCorrupt on
 // the rows it touches, never as a wrong vector; damage it can see is rebuilt.
 func TestCorruptCompanionDetected(t *testing.T) {
-	stride := vecStride(testDim)
+	stride := vecfile.Stride(testDim)
 	tests := []struct {
 		name    string
 		edit    func(t *testing.T, sd string)
@@ -153,13 +155,13 @@ func TestCorruptCompanionDetected(t *testing.T) {
 		rebuilt int64
 	}{
 		{"embedding bit", func(t *testing.T, sd string) {
-			flipByte(t, filepath.Join(sd, vecName(1)), vecHeaderSize+3*stride+vecRowHeader+5)
+			flipByte(t, filepath.Join(sd, vecName(1)), vecfile.HeaderSize+3*stride+vecfile.RowHeader+5)
 		}, []int{3}, 0},
 		{"key bit", func(t *testing.T, sd string) {
-			flipByte(t, filepath.Join(sd, vecName(2)), vecHeaderSize+4*stride+1)
+			flipByte(t, filepath.Join(sd, vecName(2)), vecfile.HeaderSize+4*stride+1)
 		}, []int{20}, 0},
 		{"row checksum", func(t *testing.T, sd string) {
-			flipByte(t, filepath.Join(sd, vecName(3)), vecHeaderSize+7*stride+9)
+			flipByte(t, filepath.Join(sd, vecName(3)), vecfile.HeaderSize+7*stride+9)
 		}, []int{39}, 0},
 		{"header", func(t *testing.T, sd string) {
 			flipByte(t, filepath.Join(sd, vecName(1)), 17)
@@ -174,7 +176,7 @@ func TestCorruptCompanionDetected(t *testing.T) {
 			}
 		}, []int{16, 31}, 0},
 		{"truncated", func(t *testing.T, sd string) {
-			if err := os.Truncate(filepath.Join(sd, vecName(2)), vecSize(15, testDim)); err != nil {
+			if err := os.Truncate(filepath.Join(sd, vecName(2)), vecfile.Size(15, testDim)); err != nil {
 				t.Fatal(err)
 			}
 		}, nil, 1},
@@ -229,7 +231,7 @@ func TestMissingCompanionRebuilt(t *testing.T) {
 		}
 	}
 	orphan := filepath.Join(sd, vecName(9))
-	if err := os.WriteFile(orphan, encodeVecHeader(9, testDim, 0), 0o644); err != nil {
+	if err := os.WriteFile(orphan, vecfile.EncodeHeader(9, testDim, 0), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	c := mustOpen(t, o)

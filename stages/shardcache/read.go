@@ -108,12 +108,12 @@ func (c *Cache) readFlushed(key uint64, loc location, dst []float32) error {
 		return err
 	}
 	if !c.opts.ReadParquet {
-		f, err := c.vecs.acquire(loc.Shard)
+		f, err := c.vecs.Acquire(loc.Shard)
 		if err != nil {
 			return err
 		}
-		defer c.vecs.release(f)
-		return c.vecs.read(f, loc.Row, key, dst)
+		defer c.vecs.Release(f)
+		return c.vecs.Read(f, loc.Row, key, dst)
 	}
 	d, err := c.load(loc.Shard)
 	if err != nil {
@@ -218,13 +218,13 @@ func (c *Cache) readRun(keys []uint64, dst [][]float32, hit []bool, ws []want) e
 	if err := c.brokenErr(seq); err != nil {
 		return err
 	}
-	f, err := c.vecs.acquire(seq)
+	f, err := c.vecs.Acquire(seq)
 	if err != nil {
 		return err
 	}
-	defer c.vecs.release(f)
+	defer c.vecs.Release(f)
 	for _, w := range ws {
-		if err := c.vecs.read(f, w.loc.Row, keys[w.i], dst[w.i]); err != nil {
+		if err := c.vecs.Read(f, w.loc.Row, keys[w.i], dst[w.i]); err != nil {
 			return err
 		}
 		hit[w.i] = true

@@ -25,7 +25,10 @@ const (
 	shardPrefix = "shard-"
 	shardSuffix = ".parquet"
 	tmpSuffix   = ".tmp"
+	vecSuffix   = ".vec"
 )
+
+func vecName(seq uint64) string { return fmt.Sprintf("%s%08d%s", shardPrefix, seq, vecSuffix) }
 
 // space is what makes two caches' embeddings comparable; every shard carries it.
 type space struct {

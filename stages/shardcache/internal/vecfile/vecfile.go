@@ -1,4 +1,7 @@
-package shardcache
+// Package vecfile is the companion file of a chunk shard: the shard's keys and embeddings,
+// uncompressed and fixed-width, so one row is one pread at a computed offset. shardcache owns
+// the names, the write ordering and recovery; this package owns the format and its checks.
+package vecfile
 
 import (
 	"bufio"
@@ -28,27 +31,24 @@ import (
 // Everything little-endian. The row CRC turns a flipped bit into an error instead of a wrong
 // vector; the key in the row catches an index entry that names the wrong row or shard.
 const (
-	vecSuffix     = ".vec"
-	vecMagic      = "RPVEC\x00\x00\x01"
-	vecHeaderSize = 32
-	vecRowHeader  = 16
+	magic      = "RPVEC\x00\x00\x01"
+	HeaderSize = 32
+	RowHeader  = 16
 )
 
 // ErrCorrupt: a companion file (or the row read from it) failed its checks. Deleting the
 // companion makes the next Open rebuild it from the Parquet shard.
-var ErrCorrupt = errors.New("shardcache: corrupt companion file")
+var ErrCorrupt = errors.New("corrupt companion file")
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-func vecName(seq uint64) string { return fmt.Sprintf("%s%08d%s", shardPrefix, seq, vecSuffix) }
+func Stride(dim int) int64 { return RowHeader + 4*int64(dim) }
 
-func vecStride(dim int) int64 { return vecRowHeader + 4*int64(dim) }
+func Size(rows int64, dim int) int64 { return HeaderSize + rows*Stride(dim) }
 
-func vecSize(rows int64, dim int) int64 { return vecHeaderSize + rows*vecStride(dim) }
-
-func encodeVecHeader(seq uint64, dim, rows int) []byte {
-	b := make([]byte, vecHeaderSize)
-	copy(b, vecMagic)
+func EncodeHeader(seq uint64, dim, rows int) []byte {
+	b := make([]byte, HeaderSize)
+	copy(b, magic)
 	binary.LittleEndian.PutUint64(b[8:], seq)
 	binary.LittleEndian.PutUint32(b[16:], uint32(dim))
 	binary.LittleEndian.PutUint32(b[20:], uint32(rows))
@@ -56,11 +56,11 @@ func encodeVecHeader(seq uint64, dim, rows int) []byte {
 	return b
 }
 
-// encodeVecRow fills b (one stride) with key and emb.
-func encodeVecRow(b []byte, key uint64, emb []float32) {
+// encodeRow fills b (one stride) with key and emb.
+func encodeRow(b []byte, key uint64, emb []float32) {
 	binary.LittleEndian.PutUint64(b[0:], key)
 	binary.LittleEndian.PutUint32(b[12:], 0)
-	p := b[vecRowHeader:]
+	p := b[RowHeader:]
 	for i, f := range emb {
 		binary.LittleEndian.PutUint32(p[4*i:], math.Float32bits(f))
 	}
@@ -68,14 +68,14 @@ func encodeVecRow(b []byte, key uint64, emb []float32) {
 	binary.LittleEndian.PutUint32(b[8:], crc)
 }
 
-// writeVecAtomic writes the companion of shard seq the same way shards are written (temp name,
+// Write writes the companion of shard seq the same way shards are written (temp name,
 // fsync, rename, fsync dir), so a crash leaves a complete companion or a *.tmp that Open
 // removes. emb holds len(keys)*dim floats.
-func writeVecAtomic(path string, seq uint64, dim int, keys []uint64, emb []float32) (int64, error) {
+func Write(path string, seq uint64, dim int, keys []uint64, emb []float32) (int64, error) {
 	if len(emb) != len(keys)*dim || len(keys) > math.MaxUint32 {
 		return 0, fmt.Errorf("companion %s: %d floats for %d rows of dim %d", path, len(emb), len(keys), dim)
 	}
-	tmp := path + tmpSuffix
+	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
 		return 0, err
@@ -86,12 +86,12 @@ func writeVecAtomic(path string, seq uint64, dim int, keys []uint64, emb []float
 		return 0, err
 	}
 	bw := bufio.NewWriterSize(f, 1<<20)
-	if _, err := bw.Write(encodeVecHeader(seq, dim, len(keys))); err != nil {
+	if _, err := bw.Write(EncodeHeader(seq, dim, len(keys))); err != nil {
 		return fail(err)
 	}
-	row := make([]byte, vecStride(dim))
+	row := make([]byte, Stride(dim))
 	for i, k := range keys {
-		encodeVecRow(row, k, emb[i*dim:(i+1)*dim])
+		encodeRow(row, k, emb[i*dim:(i+1)*dim])
 		if _, err := bw.Write(row); err != nil {
 			return fail(err)
 		}
@@ -110,13 +110,22 @@ func writeVecAtomic(path string, seq uint64, dim int, keys []uint64, emb []float
 		_ = os.Remove(tmp)
 		return 0, err
 	}
-	return vecSize(int64(len(keys)), dim), syncDir(filepath.Dir(path))
+	return Size(int64(len(keys)), dim), syncDir(filepath.Dir(path))
 }
 
-// dropPageCache tells the kernel that path's pages will not be read soon. Written shards are
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	return errors.Join(err, d.Close())
+}
+
+// DropPageCache tells the kernel that path's pages will not be read soon. Written shards are
 // read again only to rebuild a lost companion, so their pages are better spent on companions;
 // failure is harmless and ignored.
-func dropPageCache(path string) {
+func DropPageCache(path string) {
 	f, err := os.Open(path)
 	if err != nil {
 		return
@@ -125,9 +134,9 @@ func dropPageCache(path string) {
 	_ = f.Close()
 }
 
-// vecFile is an open companion. refs counts readers so that eviction from the LRU closes the
+// File is an open companion. refs counts readers so that eviction from the LRU closes the
 // file only after the last read on it returns.
-type vecFile struct {
+type File struct {
 	f    *os.File
 	seq  uint64
 	rows int64
@@ -136,28 +145,31 @@ type vecFile struct {
 	elem *list.Element
 }
 
-// vecFiles bounds open companion files with an LRU: a 10^7-window store has over a thousand
+// Pool bounds open companion files with an LRU: a 10^7-window store has over a thousand
 // shards and a process should not hold a descriptor for each.
-type vecFiles struct {
-	dir     string
+type Pool struct {
+	pathOf  func(seq uint64) string
 	dim     int
 	max     int
 	stride  int64
 	scratch sync.Pool
 
 	mu    sync.Mutex
-	open  map[uint64]*vecFile
+	open  map[uint64]*File
 	order *list.List // front = most recently used
 	opens atomic.Int64
 }
 
-func newVecFiles(dir string, dim, max int) *vecFiles {
-	v := &vecFiles{dir: dir, dim: dim, max: max, stride: vecStride(dim), open: map[uint64]*vecFile{}, order: list.New()}
+// Opens counts companion files opened so far.
+func (v *Pool) Opens() int64 { return v.opens.Load() }
+
+func NewPool(pathOf func(seq uint64) string, dim, max int) *Pool {
+	v := &Pool{pathOf: pathOf, dim: dim, max: max, stride: Stride(dim), open: map[uint64]*File{}, order: list.New()}
 	v.scratch.New = func() any { b := make([]byte, v.stride); return &b }
 	return v
 }
 
-func (v *vecFiles) acquire(seq uint64) (*vecFile, error) {
+func (v *Pool) Acquire(seq uint64) (*File, error) {
 	v.mu.Lock()
 	if f, ok := v.open[seq]; ok {
 		f.refs++
@@ -184,7 +196,7 @@ func (v *vecFiles) acquire(seq uint64) (*vecFile, error) {
 	nf.elem = v.order.PushFront(nf)
 	v.open[seq] = nf
 	for v.order.Len() > v.max {
-		old := v.order.Back().Value.(*vecFile)
+		old := v.order.Back().Value.(*File)
 		v.order.Remove(old.elem)
 		delete(v.open, old.seq)
 		old.dead = true
@@ -195,7 +207,7 @@ func (v *vecFiles) acquire(seq uint64) (*vecFile, error) {
 	return nf, nil
 }
 
-func (v *vecFiles) release(f *vecFile) {
+func (v *Pool) Release(f *File) {
 	v.mu.Lock()
 	f.refs--
 	closeIt := f.dead && f.refs == 0
@@ -206,30 +218,30 @@ func (v *vecFiles) release(f *vecFile) {
 }
 
 // openFile opens and checks a companion's header and size; rows are checked per read.
-func (v *vecFiles) openFile(seq uint64) (*vecFile, error) {
-	path := filepath.Join(v.dir, vecName(seq))
+func (v *Pool) openFile(seq uint64) (*File, error) {
+	path := v.pathOf(seq)
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("shardcache: %w", err)
+		return nil, err
 	}
-	rows, err := checkVecHeader(f, seq, v.dim)
+	rows, err := checkHeader(f, seq, v.dim)
 	if err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, path, err)
 	}
 	v.opens.Add(1)
-	return &vecFile{f: f, seq: seq, rows: rows}, nil
+	return &File{f: f, seq: seq, rows: rows}, nil
 }
 
-// checkVecHeader validates the header of an open companion against the shard it belongs to and
+// checkHeader validates the header of an open companion against the shard it belongs to and
 // the file's size, and returns its row count.
-func checkVecHeader(f *os.File, seq uint64, dim int) (int64, error) {
-	h := make([]byte, vecHeaderSize)
+func checkHeader(f *os.File, seq uint64, dim int) (int64, error) {
+	h := make([]byte, HeaderSize)
 	if _, err := f.ReadAt(h, 0); err != nil {
 		return 0, fmt.Errorf("header: %v", err)
 	}
 	switch {
-	case string(h[:8]) != vecMagic:
+	case string(h[:8]) != magic:
 		return 0, errors.New("bad magic")
 	case binary.LittleEndian.Uint32(h[28:]) != crc32.Checksum(h[:28], castagnoli):
 		return 0, errors.New("header checksum mismatch")
@@ -243,24 +255,24 @@ func checkVecHeader(f *os.File, seq uint64, dim int) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if st.Size() != vecSize(rows, dim) {
-		return 0, fmt.Errorf("%d bytes, want %d for %d rows", st.Size(), vecSize(rows, dim), rows)
+	if st.Size() != Size(rows, dim) {
+		return 0, fmt.Errorf("%d bytes, want %d for %d rows", st.Size(), Size(rows, dim), rows)
 	}
 	return rows, nil
 }
 
 // read copies row's embedding into dst after checking that the row holds key and its CRC.
-func (v *vecFiles) read(f *vecFile, row int32, key uint64, dst []float32) error {
+func (v *Pool) Read(f *File, row int32, key uint64, dst []float32) error {
 	if row < 0 || int64(row) >= f.rows {
 		return fmt.Errorf("%w: shard %d has %d rows, index names row %d", ErrCorrupt, f.seq, f.rows, row)
 	}
 	bp := v.scratch.Get().(*[]byte)
 	defer v.scratch.Put(bp)
 	b := *bp
-	if _, err := f.f.ReadAt(b, vecHeaderSize+int64(row)*v.stride); err != nil {
-		return fmt.Errorf("shardcache: companion of shard %d: %w", f.seq, err)
+	if _, err := f.f.ReadAt(b, HeaderSize+int64(row)*v.stride); err != nil {
+		return fmt.Errorf("companion of shard %d: %w", f.seq, err)
 	}
-	p := b[vecRowHeader:]
+	p := b[RowHeader:]
 	if crc32.Update(crc32.Checksum(b[:8], castagnoli), castagnoli, p) != binary.LittleEndian.Uint32(b[8:]) {
 		return fmt.Errorf("%w: shard %d row %d: checksum mismatch", ErrCorrupt, f.seq, row)
 	}
@@ -273,7 +285,7 @@ func (v *vecFiles) read(f *vecFile, row int32, key uint64, dst []float32) error 
 	return nil
 }
 
-func (v *vecFiles) closeAll() {
+func (v *Pool) CloseAll() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for seq, f := range v.open {
