@@ -32,6 +32,12 @@
 // beside the Parquet bytes. Parquet stays as it was so other tools and the trainer read shards
 // unchanged; Options.ReadParquet keeps the old decode-the-shard path for measurement.
 //
+// What is not O(1) is the index Get in front of every hit: ops/bench/store measured a random
+// hit at 3.2 µs (10^4 windows), 3.8 (10^5), 12 (10^6) and 43 µs (10^7; 23.5 µs CPU), the old path
+// 3,559 µs at 10^5 (ops/bench/results/store-2026-12-01.md). Past what Options.IndexCacheBytes
+// holds, each Get reads index blocks again. Storing each window's (shard, row) in its manifest
+// would take the index off the re-aggregation path; it is not done yet.
+//
 // Crash safety rests on ordering: a shard becomes visible (rename), then its companion, before
 // any index entry names either, and its marker is committed in the same synced batch as its
 // entries. A crash between a rename and the batch leaves visible files without a marker; Open
