@@ -21,6 +21,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/reignpipe/reignpipe/connectors/uspto"
+	"github.com/reignpipe/reignpipe/stages/gn/gnbatch"
 )
 
 // Config is one pipeline definition.
@@ -210,6 +211,7 @@ func Parse(data []byte) (*Config, error) {
 		return nil, err
 	}
 	c.root = &root
+	c.fillProviderDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -219,11 +221,14 @@ func Parse(data []byte) (*Config, error) {
 // Defaults is the configuration a key left out takes.
 func Defaults() *Config {
 	return &Config{
-		Version:   1,
-		Source:    SourceConfig{Type: "wikipedia", MaxDocBytes: 32 << 20},
-		GN:        GNConfig{Name: "bge-small-en-v15", Provider: "cpu"},
-		Chunking:  ChunkingConfig{K: 512, S: 512, Mode: "fixed"},
-		Batching:  BatchingConfig{TokenBudget: 16384, MaxBatch: 32, MaxWait: Duration{20 * time.Millisecond}},
+		Version:  1,
+		Source:   SourceConfig{Type: "wikipedia", MaxDocBytes: 32 << 20},
+		GN:       GNConfig{Name: "bge-small-en-v15", Provider: "cpu"},
+		Chunking: ChunkingConfig{K: 512, S: 512, Mode: "fixed"},
+		// TokenBudget and MaxBatch depend on gn.provider: set again after decoding for
+		// another provider unless written.
+		Batching: BatchingConfig{TokenBudget: gnbatch.For("cpu").TokenBudget, MaxBatch: gnbatch.For("cpu").MaxBatch,
+			MaxWait: Duration{20 * time.Millisecond}},
 		Cache:     CacheConfig{Dir: "out/cache", RowsPerShard: 8192},
 		Aggregate: AggregateConfig{Type: "meanpool", SingleChunk: "reign"},
 		Run: RunConfig{
@@ -233,6 +238,18 @@ func Defaults() *Config {
 		Transport: TransportConfig{Type: "embedded", Kafka: KafkaConfig{
 			Partitions: 6, ReplicationFactor: 1, MaxRecordBytes: 900_000, Compression: "zstd", StartOffset: "earliest", RawFormat: "json",
 		}},
+	}
+}
+
+// fillProviderDefaults gives batching keys left out the defaults of the configured provider
+// (gnbatch.For, which the GN batcher uses too).
+func (c *Config) fillProviderDefaults() {
+	d := gnbatch.For(c.GN.Provider)
+	if c.line("batching.token_budget") == 0 {
+		c.Batching.TokenBudget = d.TokenBudget
+	}
+	if c.line("batching.max_batch") == 0 {
+		c.Batching.MaxBatch = d.MaxBatch
 	}
 }
 

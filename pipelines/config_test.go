@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reignpipe/reignpipe/stages/gn/gnbatch"
 )
 
 const minimal = `version: 1
@@ -106,4 +108,35 @@ func FuzzParse(f *testing.F) {
 			t.Fatal("Parse accepted a config that Validate rejects")
 		}
 	})
+}
+
+// TestBatchingDefaultsByProvider: keys left out take the provider's defaults, the same table the
+// GN batcher reads; written keys are kept whatever the provider.
+func TestBatchingDefaultsByProvider(t *testing.T) {
+	tests := []struct {
+		name, extra      string
+		budget, maxBatch int
+	}{
+		{"cpu by default", "", gnbatch.For("cpu").TokenBudget, gnbatch.For("cpu").MaxBatch},
+		{"cuda", "gn:\n  provider: cuda:0\n", gnbatch.For("cuda:0").TokenBudget, gnbatch.For("cuda:0").MaxBatch},
+		{"written on cuda", "gn:\n  provider: cuda:1\nbatching:\n  token_budget: 4096\n", 4096, gnbatch.For("cuda:1").MaxBatch},
+		{"written on cpu", "batching:\n  token_budget: 16384\n  max_batch: 8\n", 16384, 8},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(minimal + tc.extra))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Batching.TokenBudget != tc.budget || c.Batching.MaxBatch != tc.maxBatch {
+				t.Errorf("batching = %+v, want budget %d, max batch %d", c.Batching, tc.budget, tc.maxBatch)
+			}
+		})
+	}
+	if gnbatch.For("cpu").TokenBudget >= gnbatch.For("cuda:0").TokenBudget {
+		t.Errorf("cpu budget %d is not below the cuda one %d", gnbatch.For("cpu").TokenBudget, gnbatch.For("cuda:0").TokenBudget)
+	}
+	if _, err := Parse([]byte(minimal + "batching:\n  token_budget: 0\n")); err == nil {
+		t.Error("a written token_budget of 0 was accepted")
+	}
 }

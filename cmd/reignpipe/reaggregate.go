@@ -116,6 +116,7 @@ func reaggregate(ctx context.Context, cfg *pipelines.Config, outDir string) (sum
 		slog.Warn("reaggregate: document skipped", "doc", docID, "reason", reason)
 	}
 	var chunks [][]float32
+	var hits []bool
 	err = cache.ScanManifests(func(m shardcache.Manifest) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -123,15 +124,18 @@ func reaggregate(ctx context.Context, cfg *pipelines.Config, outDir string) (sum
 		sum.Documents++
 		for len(chunks) < len(m.Keys) {
 			chunks = append(chunks, make([]float32, model.Dim()))
+			hits = append(hits, false)
 		}
-		for i, k := range m.Keys {
-			hit, err := cache.Get(k, chunks[i])
-			if err != nil {
-				return err
-			}
-			if !hit {
-				fail(m.DocID, fmt.Sprintf("window %d (key %016x) is not in the cache", i, k))
-				return nil
+		n, err := cache.GetMany(m.Keys, chunks[:len(m.Keys)], hits[:len(m.Keys)])
+		if err != nil {
+			return err
+		}
+		if n < len(m.Keys) {
+			for i, k := range m.Keys {
+				if !hits[i] {
+					fail(m.DocID, fmt.Sprintf("window %d (key %016x) is not in the cache", i, k))
+					return nil
+				}
 			}
 		}
 		sum.ChunksRead += int64(len(m.Keys))

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/reignpipe/reignpipe/stages/gn/gnbatch"
 )
 
 // Embedder is what the Batcher drives: *Model, or a fake in tests.
@@ -17,18 +19,21 @@ type Embedder interface {
 
 // BatcherOptions bound the forward passes the Batcher forms. Zero fields take the defaults.
 type BatcherOptions struct {
-	TokenBudget int           // max padded tokens per forward pass (B*Lmax), default 16384
-	MaxBatch    int           // max windows per pass, default 64
+	TokenBudget int           // max padded tokens per forward pass (B*Lmax), default gnbatch.For(provider)
+	MaxBatch    int           // max windows per pass, default gnbatch.For(provider)
 	MaxWait     time.Duration // a partial batch is run this long after its oldest request (default 20ms)
 	QueueSize   int           // windows queued or in a running pass before Submit blocks, default 4*MaxBatch
 }
 
-func (o BatcherOptions) withDefaults() (BatcherOptions, error) {
+// withDefaults fills zero fields with the defaults of provider, the same ones the pipeline
+// config gives keys left out.
+func (o BatcherOptions) withDefaults(provider string) (BatcherOptions, error) {
+	d := gnbatch.For(provider)
 	if o.TokenBudget == 0 {
-		o.TokenBudget = 16384
+		o.TokenBudget = d.TokenBudget
 	}
 	if o.MaxBatch == 0 {
-		o.MaxBatch = 64
+		o.MaxBatch = d.MaxBatch
 	}
 	if o.MaxWait == 0 {
 		o.MaxWait = 20 * time.Millisecond
@@ -105,7 +110,11 @@ func NewBatcher(m Embedder, opts BatcherOptions) (*Batcher, error) {
 	if m.Dim() <= 0 {
 		return nil, fmt.Errorf("gn: NewBatcher: embedder dimension %d", m.Dim())
 	}
-	o, err := opts.withDefaults()
+	provider := "cpu"
+	if p, ok := m.(interface{ Provider() string }); ok {
+		provider = p.Provider()
+	}
+	o, err := opts.withDefaults(provider)
 	if err != nil {
 		return nil, err
 	}

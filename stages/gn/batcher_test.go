@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/reignpipe/reignpipe/stages/gn/gnbatch"
 )
 
 // fakeEmbedder writes a function of each window's own tokens, so a result landing in the
@@ -132,7 +134,7 @@ func TestBatcherBudgetOrderAndDoneOnce(t *testing.T) {
 // queueOf builds a Batcher without its goroutine, to test the cutting policy alone.
 func queueOf(t *testing.T, opts BatcherOptions, lens []int, at time.Time) *Batcher {
 	t.Helper()
-	o, err := opts.withDefaults()
+	o, err := opts.withDefaults("cpu")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,4 +451,38 @@ func (g *gatedEmbedder) Embed(w [][]int32, out [][]float32) error {
 	g.calls.Add(1)
 	<-g.gate
 	return nil
+}
+
+// providerEmbedder is a fakeEmbedder that says which provider it runs on, as *Model does.
+type providerEmbedder struct {
+	fakeEmbedder
+	provider string
+}
+
+func (p *providerEmbedder) Provider() string { return p.provider }
+
+// TestBatcherDefaultsByProvider: zero options take gnbatch.For of the embedder's provider, the
+// table the pipeline config fills left-out keys from, so the two cannot disagree.
+func TestBatcherDefaultsByProvider(t *testing.T) {
+	tests := []struct {
+		name string
+		m    Embedder
+		want gnbatch.Defaults
+	}{
+		{"no provider method", &fakeEmbedder{dim: 2}, gnbatch.For("cpu")},
+		{"cpu", &providerEmbedder{fakeEmbedder{dim: 2}, "cpu"}, gnbatch.For("cpu")},
+		{"cuda", &providerEmbedder{fakeEmbedder{dim: 2}, "cuda:0"}, gnbatch.For("cuda:0")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := NewBatcher(tc.m, BatcherOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			if o := b.Options(); o.TokenBudget != tc.want.TokenBudget || o.MaxBatch != tc.want.MaxBatch {
+				t.Errorf("options = %+v, want %+v", o, tc.want)
+			}
+		})
+	}
 }

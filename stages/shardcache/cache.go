@@ -1,14 +1,19 @@
 // Package shardcache is the persistent chunk-embedding cache: every embedded window is stored
 // once, keyed by a 64-bit window key, so a re-run or a new document version re-embeds only the
 // windows it has not seen. Embeddings live in Parquet shards that pyarrow and DuckDB read as
-// they are; a Pebble index maps keys to shard rows.
+// they are; each shard has an uncompressed fixed-width companion that serves hits; a Pebble
+// index maps keys to shard rows.
 //
 // On-disk layout under Options.Dir:
 //
-//	shards/shard-00000001.parquet   immutable shard, written as *.tmp, fsynced, renamed, dir fsynced.
-//	                                Columns key uint64, doc_id utf8, chunk_index int32, n_tokens int32,
-//	                                embedding fixed_size_list<float not null>[dim] (schemas.ChunkSchema);
+//	shards/shard-00000001.parquet   immutable shard, the file of record: written as *.tmp, fsynced,
+//	                                renamed, dir fsynced. Columns key uint64, doc_id utf8,
+//	                                chunk_index int32, n_tokens int32, embedding
+//	                                fixed_size_list<float not null>[dim] (schemas.ChunkSchema);
 //	                                zstd; key-value metadata reignpipe.{schema_version,gn_fingerprint,k,s,dim}.
+//	shards/shard-00000001.vec       its companion (layout in vec.go): the same rows' keys and
+//	                                embeddings at 32 + row*(16+4*dim), each row with a CRC32C.
+//	                                Written the same way, after the shard and before its index.
 //	shards/*.tmp                    left by a crash mid-write; removed by Open.
 //	index/                          Pebble database:
 //	  "c"                 -> space (fingerprint, dim, K, S); Open refuses a different one
@@ -16,11 +21,34 @@
 //	  's' + seq (8B BE)   -> "indexed" marker: version byte, uvarint rows, uvarint file bytes
 //	  'm' + doc id        -> Manifest (see encodeManifest)
 //
-// Crash safety rests on ordering: a shard becomes visible (rename) before any index entry names
-// it, and its marker is committed in the same synced batch as its entries. A crash between the
-// rename and the batch leaves a visible shard without a marker; Open re-indexes it. Manifests are
-// written after the index entries of the rows they name, so a manifest never points at keys the
-// index does not know.
+// Why a companion: serving a hit from Parquet means decoding a whole zstd shard (8192 rows) for
+// one row, so a read order unrelated to write order (re-aggregation walks manifests in doc id
+// order) thrashes any LRU of decoded shards once the store outgrows it: measured 15.5 µs/window
+// at 7 shards, 6.6 ms/window at 21. A fixed-width row is one pread of 16+4*dim bytes at a
+// computed offset, O(1) in store size and order; the page cache, not our heap, holds the hot
+// part, so memory does not grow with the corpus (open companions are bounded by an LRU of
+// Options.OpenFiles descriptors, and the Parquet pages just written are dropped from the page
+// cache since hits no longer read them). The price is disk: about 16+4*dim bytes per window
+// beside the Parquet bytes. Parquet stays as it was so other tools and the trainer read shards
+// unchanged; Options.ReadParquet keeps the old decode-the-shard path for measurement.
+//
+// What is not O(1) is the index Get in front of every hit: ops/bench/store measured a random
+// hit at 3.2 µs (10^4 windows), 3.8 (10^5), 12 (10^6) and 43 µs (10^7; 23.5 µs CPU), the old path
+// 3,559 µs at 10^5 (ops/bench/results/store-2026-12-01.md). Past what Options.IndexCacheBytes
+// holds, each Get reads index blocks again. Storing each window's (shard, row) in its manifest
+// would take the index off the re-aggregation path; it is not done yet.
+//
+// Crash safety rests on ordering: a shard becomes visible (rename), then its companion, before
+// any index entry names either, and its marker is committed in the same synced batch as its
+// entries. A crash between a rename and the batch leaves visible files without a marker; Open
+// re-indexes the shard, rewriting its companion from it first (a torn companion is only a *.tmp).
+// A marked shard whose companion is missing or has the wrong size (a cache from before
+// companions, a file removed by hand) gets it rebuilt from the shard by Open; if the shard cannot
+// be decoded, its hits are errors and the rest of the cache works. Damage that keeps the size
+// (a flipped bit, another shard's file) is caught per read by the header and row checks and
+// returned as ErrCorrupt, never as a vector. A companion whose shard is gone is removed.
+// Manifests are written after the index entries of the rows they name, so a manifest never
+// points at keys the index does not know.
 package shardcache
 
 import (
@@ -39,11 +67,15 @@ import (
 	"github.com/cockroachdb/pebble/bloom"
 
 	"github.com/reignpipe/reignpipe/schemas"
+	"github.com/reignpipe/reignpipe/stages/shardcache/internal/vecfile"
 )
 
 var (
 	// ErrSpaceMismatch: the Dir was built for another GN fingerprint, dim, K or S.
 	ErrSpaceMismatch = errors.New("shardcache: cache directory belongs to another GN space")
+	// ErrCorrupt: a companion file, or a row read from it, failed its checks. Deleting the
+	// companion makes the next Open rebuild it from the Parquet shard.
+	ErrCorrupt = vecfile.ErrCorrupt
 	// ErrClosed is returned by every method after Close.
 	ErrClosed = errors.New("shardcache: cache is closed")
 )
@@ -54,8 +86,14 @@ type Options struct {
 	Fingerprint     string
 	Dim, K, S       int
 	RowsPerShard    int              // default 8192
-	ReadCacheShards int              // decoded shards kept to serve hits; default 8
+	ReadCacheShards int              // ReadParquet: decoded shards kept to serve hits; default 8
+	OpenFiles       int              // companion files kept open; default 64
+	IndexCacheBytes int64            // Pebble block cache; default 64 MiB
 	Allocator       memory.Allocator // default memory.DefaultAllocator
+	// ReadParquet serves hits by decoding whole Parquet shards into an LRU, the read path from
+	// before companion files. Kept so the two can be measured against each other
+	// (ops/bench/store -legacy); companions are still written and rebuilt.
+	ReadParquet bool
 }
 
 // Row is one embedded window.
@@ -88,7 +126,10 @@ type Stats struct {
 	Bytes      int64 `json:"bytes"`       // size of those shard files
 	Hits       int64 `json:"hits"`        // Get calls that found the key
 	Misses     int64 `json:"misses"`      // Get calls that did not
-	ShardLoads int64 `json:"shard_loads"` // shard decodes into the read cache
+	ShardLoads int64 `json:"shard_loads"` // shard decodes into the read cache (ReadParquet)
+	FileOpens  int64 `json:"file_opens"`  // companion files opened to serve hits
+	Rebuilt    int64 `json:"rebuilt"`     // companions rebuilt from their shard by Open
+	Broken     int64 `json:"broken"`      // shards whose companion could not be rebuilt; their hits are errors
 }
 
 // Cache is safe for concurrent use. Lock order: life, then flushMu, then mu.
@@ -113,9 +154,12 @@ type Cache struct {
 	manifests map[string]*Manifest
 	nextSeq   uint64
 	shards    map[uint64]struct{} // visible and indexed
-	lru       []*decoded          // most recently used first
+	lru       []*decoded          // ReadParquet only; most recently used first
+	broken    map[uint64]error    // shards Open could not rebuild a companion for
+	rebuilt   int64
 	rows      int64
 	bytes     int64
+	vecs      *vecfile.Pool
 
 	hits, misses, loads atomic.Int64
 }
@@ -132,14 +176,20 @@ func Open(opts Options) (*Cache, error) {
 	if opts.Dim <= 0 || opts.K <= 0 || opts.S <= 0 {
 		return nil, fmt.Errorf("shardcache: Dim, K and S must be positive (got %d, %d, %d)", opts.Dim, opts.K, opts.S)
 	}
-	if opts.RowsPerShard < 0 || opts.ReadCacheShards < 0 {
-		return nil, errors.New("shardcache: RowsPerShard and ReadCacheShards must not be negative")
+	if opts.RowsPerShard < 0 || opts.ReadCacheShards < 0 || opts.OpenFiles < 0 || opts.IndexCacheBytes < 0 {
+		return nil, errors.New("shardcache: RowsPerShard, ReadCacheShards, OpenFiles and IndexCacheBytes must not be negative")
 	}
 	if opts.RowsPerShard == 0 {
 		opts.RowsPerShard = 8192
 	}
 	if opts.ReadCacheShards == 0 {
 		opts.ReadCacheShards = 8
+	}
+	if opts.OpenFiles == 0 {
+		opts.OpenFiles = 64
+	}
+	if opts.IndexCacheBytes == 0 {
+		opts.IndexCacheBytes = 64 << 20
 	}
 	if opts.Allocator == nil {
 		opts.Allocator = memory.DefaultAllocator
@@ -152,19 +202,29 @@ func Open(opts Options) (*Cache, error) {
 		shardD:    filepath.Join(opts.Dir, "shards"),
 		manifests: map[string]*Manifest{},
 		shards:    map[uint64]struct{}{},
+		broken:    map[uint64]error{},
 		nextSeq:   1,
 	}
+	c.vecs = vecfile.NewPool(func(seq uint64) string { return filepath.Join(c.shardD, vecName(seq)) }, opts.Dim, opts.OpenFiles)
 	c.buf = newPending(0, opts.Dim)
 	for _, d := range []string{c.shardD, filepath.Join(opts.Dir, "index")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("shardcache: %w", err)
 		}
 	}
-	popts := &pebble.Options{Levels: make([]pebble.LevelOptions, 7), Logger: quietLogger{}}
+	// Every hit is an index Get. Pebble's default 8 MiB block cache stops holding the filter
+	// and index blocks of the key entries somewhere past 10^6 windows, and each Get then reads
+	// and decompresses three blocks: 61% of hit time at 10^6 in the store benchmark. A fixed
+	// larger cache keeps those hot (the data blocks come from the page cache), and uncompressed
+	// blocks (random 64-bit keys barely compress) spare a decode per miss.
+	bc := pebble.NewCache(opts.IndexCacheBytes)
+	defer bc.Unref()
+	popts := &pebble.Options{Levels: make([]pebble.LevelOptions, 7), Logger: quietLogger{}, Cache: bc}
 	for i := range popts.Levels {
 		// Most Contains calls on a cold run are misses; bloom filters answer them without
 		// reading data blocks.
 		popts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+		popts.Levels[i].Compression = pebble.NoCompression
 	}
 	db, err := pebble.Open(filepath.Join(opts.Dir, "index"), popts)
 	if err != nil {
@@ -197,6 +257,7 @@ func (c *Cache) recover() error {
 		return fmt.Errorf("shardcache: %w", err)
 	}
 	var files []uint64
+	vecs := map[uint64]int64{} // companion seq -> size
 	for _, e := range entries {
 		if strings.HasSuffix(e.Name(), tmpSuffix) {
 			if err := os.Remove(filepath.Join(c.shardD, e.Name())); err != nil {
@@ -204,8 +265,17 @@ func (c *Cache) recover() error {
 			}
 			continue
 		}
-		if seq, ok := parseShardName(e.Name()); ok && e.Type().IsRegular() {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		if seq, ok := parseShardName(e.Name()); ok {
 			files = append(files, seq)
+		} else if seq, ok := parseVecName(e.Name()); ok {
+			info, err := e.Info()
+			if err != nil {
+				return fmt.Errorf("shardcache: %w", err)
+			}
+			vecs[seq] = info.Size()
 		}
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i] < files[j] })
@@ -222,10 +292,30 @@ func (c *Cache) recover() error {
 			if m, err = c.reindex(seq); err != nil {
 				return err
 			}
+		} else if size, ok := vecs[seq]; !ok || size != vecfile.Size(m.Rows, c.opts.Dim) {
+			// Lost or truncated (a shard from before companions existed, or removed by hand):
+			// rebuilt from the shard. A shard that cannot be decoded costs its own rows, not
+			// the whole cache: its hits return the error.
+			if err := c.rebuildVec(seq, m); err != nil {
+				if errors.Is(err, ErrSpaceMismatch) {
+					return err
+				}
+				c.broken[seq] = err
+			} else {
+				c.rebuilt++
+			}
 		}
+		delete(vecs, seq)
 		c.shards[seq] = struct{}{}
 		c.rows += m.Rows
 		c.bytes += m.Bytes
+	}
+	// A companion without its shard (the shard deleted by hand) would serve rows the file of
+	// record no longer has.
+	for seq := range vecs {
+		if err := os.Remove(filepath.Join(c.shardD, vecName(seq))); err != nil {
+			return fmt.Errorf("shardcache: remove orphan companion: %w", err)
+		}
 	}
 	// A marker whose file is gone (deleted by hand) keeps its sequence number reserved:
 	// its index entries still name it and must never resolve into a newer shard.
@@ -279,7 +369,8 @@ func beUint64(b []byte) uint64 {
 	return v
 }
 
-// reindex indexes a visible shard that a crash left without index entries.
+// reindex indexes a visible shard that a crash left without index entries, writing its
+// companion first (again, if the crash came after it) so the ordering of drain still holds.
 func (c *Cache) reindex(seq uint64) (marker, error) {
 	path := filepath.Join(c.shardD, shardName(seq))
 	d, err := readShard(path, c.sp, c.opts.Allocator)
@@ -290,8 +381,26 @@ func (c *Cache) reindex(seq uint64) (marker, error) {
 	if err != nil {
 		return marker{}, fmt.Errorf("shardcache: %w", err)
 	}
+	if _, err := vecfile.Write(filepath.Join(c.shardD, vecName(seq)), seq, c.opts.Dim, d.keys, d.emb); err != nil {
+		return marker{}, fmt.Errorf("shardcache: companion of shard %d: %w", seq, err)
+	}
 	m := marker{Rows: int64(len(d.keys)), Bytes: st.Size()}
 	return m, c.commitIndex(seq, d.keys, m)
+}
+
+// rebuildVec rewrites the companion of an indexed shard from the shard itself.
+func (c *Cache) rebuildVec(seq uint64, m marker) error {
+	d, err := readShard(filepath.Join(c.shardD, shardName(seq)), c.sp, c.opts.Allocator)
+	if err != nil {
+		return err
+	}
+	if int64(len(d.keys)) != m.Rows {
+		return fmt.Errorf("shardcache: shard %d has %d rows, its index marker says %d", seq, len(d.keys), m.Rows)
+	}
+	if _, err := vecfile.Write(filepath.Join(c.shardD, vecName(seq)), seq, c.opts.Dim, d.keys, d.emb); err != nil {
+		return fmt.Errorf("shardcache: companion of shard %d: %w", seq, err)
+	}
+	return nil
 }
 
 // commitIndex writes a shard's key entries and its marker in one synced batch.
@@ -316,50 +425,6 @@ func (c *Cache) commitIndex(seq uint64, keys []uint64, m marker) error {
 	return nil
 }
 
-// memLookup finds key in rows not yet visible or in decoded shards; c.mu must be held.
-func (c *Cache) memLookup(key uint64) []float32 {
-	dim := c.opts.Dim
-	if i, ok := c.buf.pos[key]; ok {
-		return c.buf.emb[int(i)*dim : int(i+1)*dim]
-	}
-	for _, p := range c.sealed {
-		if i, ok := p.pos[key]; ok {
-			return p.emb[int(i)*dim : int(i+1)*dim]
-		}
-	}
-	for n, d := range c.lru {
-		if i, ok := d.pos[key]; ok {
-			if n > 0 {
-				copy(c.lru[1:n+1], c.lru[:n])
-				c.lru[0] = d
-			}
-			return d.emb[int(i)*dim : int(i+1)*dim]
-		}
-	}
-	return nil
-}
-
-// lookup asks the index where key lives. Entries naming a shard whose file is gone are misses.
-func (c *Cache) lookup(key uint64) (location, bool, error) {
-	kb := keyOf(key)
-	v, closer, err := c.db.Get(kb[:])
-	if errors.Is(err, pebble.ErrNotFound) {
-		return location{}, false, nil
-	}
-	if err != nil {
-		return location{}, false, fmt.Errorf("shardcache: index: %w", err)
-	}
-	loc, err := decodeLocation(v)
-	_ = closer.Close()
-	if err != nil {
-		return location{}, false, fmt.Errorf("shardcache: key %016x: %w", key, err)
-	}
-	c.mu.Lock()
-	_, ok := c.shards[loc.Shard]
-	c.mu.Unlock()
-	return loc, ok, nil
-}
-
 func (c *Cache) enter() error {
 	c.life.RLock()
 	if c.closed {
@@ -367,92 +432,6 @@ func (c *Cache) enter() error {
 		return ErrClosed
 	}
 	return nil
-}
-
-// Contains reports whether key is cached, flushed or not.
-func (c *Cache) Contains(key uint64) (bool, error) {
-	if err := c.enter(); err != nil {
-		return false, err
-	}
-	defer c.life.RUnlock()
-	c.mu.Lock()
-	found := c.memLookup(key) != nil
-	c.mu.Unlock()
-	if found {
-		return true, nil
-	}
-	_, ok, err := c.lookup(key)
-	return ok, err
-}
-
-// Get copies the embedding of key into dst, which must have length Dim.
-func (c *Cache) Get(key uint64, dst []float32) (bool, error) {
-	if len(dst) != c.opts.Dim {
-		return false, fmt.Errorf("shardcache: Get: dst has length %d, want %d", len(dst), c.opts.Dim)
-	}
-	if err := c.enter(); err != nil {
-		return false, err
-	}
-	defer c.life.RUnlock()
-	c.mu.Lock()
-	if e := c.memLookup(key); e != nil {
-		copy(dst, e)
-		c.mu.Unlock()
-		c.hits.Add(1)
-		return true, nil
-	}
-	c.mu.Unlock()
-	loc, ok, err := c.lookup(key)
-	if err != nil || !ok {
-		if err == nil {
-			c.misses.Add(1)
-		}
-		return false, err
-	}
-	d, err := c.load(loc.Shard)
-	if err != nil {
-		return false, err
-	}
-	if int(loc.Row) >= len(d.keys) || d.keys[loc.Row] != key {
-		return false, fmt.Errorf("shardcache: index says key %016x is at %v, the shard disagrees", key, loc)
-	}
-	dim := c.opts.Dim
-	copy(dst, d.emb[int(loc.Row)*dim:int(loc.Row+1)*dim])
-	c.hits.Add(1)
-	return true, nil
-}
-
-// load returns the decoded shard seq, decoding it into the LRU if needed. Two goroutines may
-// decode the same shard at once; the second result is dropped, which is cheaper than making
-// every reader wait on a per-shard lock.
-func (c *Cache) load(seq uint64) (*decoded, error) {
-	c.mu.Lock()
-	for _, d := range c.lru {
-		if d.seq == seq {
-			c.mu.Unlock()
-			return d, nil
-		}
-	}
-	c.mu.Unlock()
-	d, err := readShard(filepath.Join(c.shardD, shardName(seq)), c.sp, c.opts.Allocator)
-	if err != nil {
-		return nil, err
-	}
-	d.seq = seq
-	c.loads.Add(1)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, o := range c.lru {
-		if o.seq == seq {
-			return o, nil
-		}
-	}
-	if len(c.lru) < c.opts.ReadCacheShards {
-		c.lru = append(c.lru, nil)
-	}
-	copy(c.lru[1:], c.lru[:len(c.lru)-1])
-	c.lru[0] = d
-	return d, nil
 }
 
 // Add buffers r. A key already cached or buffered is a no-op. When RowsPerShard rows are
@@ -522,10 +501,20 @@ func (c *Cache) drain() error {
 		c.mu.Unlock()
 
 		rec := p.record(c.opts.Allocator, c.schema, c.opts.Dim)
-		size, err := writeParquetAtomic(filepath.Join(c.shardD, shardName(p.seq)), c.schema, c.opts.Allocator, rec)
+		shardPath := filepath.Join(c.shardD, shardName(p.seq))
+		size, err := writeParquetAtomic(shardPath, c.schema, c.opts.Allocator, rec)
 		rec.Release()
 		if err != nil {
 			return fmt.Errorf("shardcache: write shard %d: %w", p.seq, err)
+		}
+		// The companion after the shard (it is derived from it; Open rebuilds it from a shard
+		// that a crash left without one) and before the index batch (no entry ever names a
+		// row that cannot be read in O(1)).
+		if _, err := vecfile.Write(filepath.Join(c.shardD, vecName(p.seq)), p.seq, c.opts.Dim, p.keys, p.emb[:len(p.keys)*c.opts.Dim]); err != nil {
+			return fmt.Errorf("shardcache: write companion of shard %d: %w", p.seq, err)
+		}
+		if !c.opts.ReadParquet {
+			vecfile.DropPageCache(shardPath)
 		}
 		// Known before its index entries exist, so a reader that finds an entry also finds
 		// the shard.
@@ -710,8 +699,10 @@ func (c *Cache) Stats() Stats {
 	for _, p := range c.sealed {
 		s.Buffered += int64(len(p.keys))
 	}
+	s.Rebuilt, s.Broken = c.rebuilt, int64(len(c.broken))
 	c.mu.Unlock()
 	s.Hits, s.Misses, s.ShardLoads = c.hits.Load(), c.misses.Load(), c.loads.Load()
+	s.FileOpens = c.vecs.Opens()
 	return s
 }
 
@@ -727,5 +718,6 @@ func (c *Cache) Close() error {
 	c.mu.Lock()
 	c.lru = nil
 	c.mu.Unlock()
+	c.vecs.CloseAll()
 	return errors.Join(err, c.db.Close())
 }

@@ -329,10 +329,18 @@ func TestCorruptShardErrors(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Hits read the companion, so the shard is read only when its companion has to be rebuilt:
+	// without one, a corrupt shard must turn into errors, not vectors, and not stop Open.
+	if err := os.Remove(filepath.Join(dir, "shards", vecName(1))); err != nil {
+		t.Fatal(err)
+	}
 	c = mustOpen(t, o)
 	defer c.Close()
 	if _, err := c.Get(rows[0].Key, make([]float32, testDim)); err == nil {
 		t.Fatal("Get from a corrupt shard returned no error")
+	}
+	if st := c.Stats(); st.Broken != 1 || st.Rebuilt != 0 {
+		t.Errorf("stats = %+v", st)
 	}
 }
 

@@ -25,7 +25,10 @@ const (
 	shardPrefix = "shard-"
 	shardSuffix = ".parquet"
 	tmpSuffix   = ".tmp"
+	vecSuffix   = ".vec"
 )
+
+func vecName(seq uint64) string { return fmt.Sprintf("%s%08d%s", shardPrefix, seq, vecSuffix) }
 
 // space is what makes two caches' embeddings comparable; every shard carries it.
 type space struct {
@@ -63,6 +66,14 @@ func parseShardName(name string) (uint64, bool) {
 	}
 	seq, err := strconv.ParseUint(digits, 10, 64)
 	return seq, err == nil
+}
+
+// parseVecName is parseShardName for companion files.
+func parseVecName(name string) (uint64, bool) {
+	if !strings.HasSuffix(name, vecSuffix) {
+		return 0, false
+	}
+	return parseShardName(strings.TrimSuffix(name, vecSuffix) + shardSuffix)
 }
 
 // pending is a batch of rows not yet in a visible shard. Embeddings are stored contiguously so
