@@ -58,14 +58,16 @@ func (s *sliceSource) Read(ctx context.Context) (schemas.Document, connectors.Ac
 	}
 	return d, ack, nil
 }
-func (s *sliceSource) Stats() connectors.SourceStats { return connectors.SourceStats{Read: int64(s.readCount())} }
+func (s *sliceSource) Stats() connectors.SourceStats {
+	return connectors.SourceStats{Read: int64(s.readCount())}
+}
 
 func (s *sliceSource) readCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.i
 }
-func (s *sliceSource) Close(context.Context) error   { return nil }
+func (s *sliceSource) Close(context.Context) error { return nil }
 
 // wordTokenizer maps each space-separated word to an id.
 type wordTokenizer struct{}
