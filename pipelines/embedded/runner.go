@@ -145,6 +145,7 @@ type Counters struct {
 	Windows       atomic.Int64
 	Tokens        atomic.Int64
 	CacheHits     atomic.Int64
+	CacheCorrupt  atomic.Int64 // cached windows found damaged and embedded again
 	GNWindows     atomic.Int64 // windows sent to the GN
 	Commits       atomic.Int64
 	Watermark     atomic.Int64
@@ -435,6 +436,13 @@ func (r *Runner) embed(ctx context.Context, it *item, deliver func(*item)) {
 	for i := range it.windows {
 		it.emb[i] = buf[i*dim : (i+1)*dim : (i+1)*dim]
 		hit, err := r.parts.Cache.Get(it.keys[i], it.emb[i])
+		if errors.Is(err, shardcache.ErrCorrupt) {
+			// A damaged stored row is not the document's fault: embed the window again, and
+			// the writer's Add replaces the row, so the cache heals as it is used.
+			r.C.CacheCorrupt.Add(1)
+			r.opt.Logger.Warn("cached window is damaged; embedding it again", "doc", it.doc.ID, "window", i, "err", err)
+			hit, err = false, nil
+		}
 		if err != nil {
 			it.fail("cache", fmt.Errorf("cache lookup of window %d: %w", i, err))
 			break

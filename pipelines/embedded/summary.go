@@ -31,6 +31,7 @@ type Summary struct {
 	Windows       int64    `json:"windows"`
 	CacheHits     int64    `json:"cache_hits"`
 	CacheHitRate  float64  `json:"cache_hit_rate"`
+	CacheCorrupt  int64    `json:"cache_corrupt_reembedded"` // damaged cached windows embedded again (and replaced)
 	GNWindows     int64    `json:"gn_windows"`
 	GNForward     int64    `json:"gn_forward_passes"`
 	GNPadRatio    float64  `json:"gn_padding_ratio"` // padded tokens / real tokens in GN batches
@@ -62,6 +63,7 @@ func (r *Runner) Summarize(s *Summary, src connectors.SourceStats) {
 	s.Tokens = c.Tokens.Load()
 	s.Windows = c.Windows.Load()
 	s.CacheHits = c.CacheHits.Load()
+	s.CacheCorrupt = c.CacheCorrupt.Load()
 	if s.Windows > 0 {
 		s.CacheHitRate = float64(s.CacheHits) / float64(s.Windows)
 	}

@@ -130,6 +130,7 @@ type Stats struct {
 	FileOpens  int64 `json:"file_opens"`  // companion files opened to serve hits
 	Rebuilt    int64 `json:"rebuilt"`     // companions rebuilt from their shard by Open
 	Broken     int64 `json:"broken"`      // shards whose companion could not be rebuilt; their hits are errors
+	Corrupt    int64 `json:"corrupt"`     // reads that returned ErrCorrupt (an Add of such a key replaces its row)
 }
 
 // Cache is safe for concurrent use. Lock order: life, then flushMu, then mu.
@@ -156,10 +157,15 @@ type Cache struct {
 	shards    map[uint64]struct{} // visible and indexed
 	lru       []*decoded          // ReadParquet only; most recently used first
 	broken    map[uint64]error    // shards Open could not rebuild a companion for
-	rebuilt   int64
-	rows      int64
-	bytes     int64
-	vecs      *vecfile.Pool
+	// bad holds keys whose stored row failed its checks when read: Add replaces them instead
+	// of keeping the broken row, so a re-embedded window heals the cache. Bounded by the rows
+	// of damaged shards that were actually read.
+	bad     map[uint64]struct{}
+	corrupt atomic.Int64 // reads that met a damaged row or shard
+	rebuilt int64
+	rows    int64
+	bytes   int64
+	vecs    *vecfile.Pool
 
 	hits, misses, loads atomic.Int64
 }
@@ -203,6 +209,7 @@ func Open(opts Options) (*Cache, error) {
 		manifests: map[string]*Manifest{},
 		shards:    map[uint64]struct{}{},
 		broken:    map[uint64]error{},
+		bad:       map[uint64]struct{}{},
 		nextSeq:   1,
 	}
 	c.vecs = vecfile.NewPool(func(seq uint64) string { return filepath.Join(c.shardD, vecName(seq)) }, opts.Dim, opts.OpenFiles)
@@ -300,7 +307,7 @@ func (c *Cache) recover() error {
 				if errors.Is(err, ErrSpaceMismatch) {
 					return err
 				}
-				c.broken[seq] = err
+				c.broken[seq] = fmt.Errorf("%w: shard %d cannot be read: %v", ErrCorrupt, seq, err)
 			} else {
 				c.rebuilt++
 			}
@@ -450,15 +457,19 @@ func (c *Cache) Add(r Row) error {
 		return nil
 	}
 	// The index is asked under mu: rows leave c.sealed only after their index batch is
-	// committed, so a key is always in memory or in the index and cannot be added twice.
+	// committed, so a key is always in memory or in the index and cannot be added twice --
+	// unless its row is damaged: then the new row's index entry replaces the old one.
 	kb := keyOf(r.Key)
-	_, closer, err := c.db.Get(kb[:])
+	v, closer, err := c.db.Get(kb[:])
 	if err == nil {
+		loc, derr := decodeLocation(v)
 		_ = closer.Close()
-		c.mu.Unlock()
-		return nil
-	}
-	if !errors.Is(err, pebble.ErrNotFound) {
+		_, bad := c.bad[r.Key]
+		if derr == nil && !bad && c.broken[loc.Shard] == nil {
+			c.mu.Unlock()
+			return nil
+		}
+	} else if !errors.Is(err, pebble.ErrNotFound) {
 		c.mu.Unlock()
 		return fmt.Errorf("shardcache: index: %w", err)
 	}
@@ -528,6 +539,9 @@ func (c *Cache) drain() error {
 		c.mu.Lock()
 		c.sealed = c.sealed[1:]
 		c.bytes += size
+		for _, k := range p.keys {
+			delete(c.bad, k) // healed: the index now names the new row
+		}
 		c.mu.Unlock()
 	}
 }
@@ -700,6 +714,7 @@ func (c *Cache) Stats() Stats {
 		s.Buffered += int64(len(p.keys))
 	}
 	s.Rebuilt, s.Broken = c.rebuilt, int64(len(c.broken))
+	s.Corrupt = c.corrupt.Load()
 	c.mu.Unlock()
 	s.Hits, s.Misses, s.ShardLoads = c.hits.Load(), c.misses.Load(), c.loads.Load()
 	s.FileOpens = c.vecs.Opens()

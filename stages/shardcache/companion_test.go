@@ -345,3 +345,82 @@ func TestConcurrentReadsFewFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A damaged row heals: once a read has met it, Add of the same key (the window re-embedded)
+// replaces the row instead of keeping the broken one, and the new row survives a reopen. Rows of
+// a shard that cannot be read at all heal the same way.
+func TestDamagedRowHealsOnAdd(t *testing.T) {
+	stride := vecfile.Stride(testDim)
+	for _, tc := range []struct {
+		name string
+		edit func(t *testing.T, sd string)
+		row  int
+	}{
+		{"flipped embedding bit", func(t *testing.T, sd string) {
+			flipByte(t, filepath.Join(sd, vecName(1)), vecfile.HeaderSize+3*stride+vecfile.RowHeader+5)
+		}, 3},
+		{"unreadable shard", func(t *testing.T, sd string) {
+			if err := os.Remove(filepath.Join(sd, vecName(2))); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(sd, shardName(2)), []byte("not parquet"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := testOpts(t, t.TempDir(), memory.NewGoAllocator())
+			rows := testRows(40, testDim, 13)
+			sd := writeStore(t, o, rows)
+			tc.edit(t, sd)
+			c := mustOpen(t, o)
+			dst := make([]float32, testDim)
+			key := rows[tc.row].Key
+			if _, err := c.Get(key, dst); !errors.Is(err, ErrCorrupt) {
+				c.Close()
+				t.Fatalf("Get of the damaged row = %v, want ErrCorrupt", err)
+			}
+			fresh := Row{Key: key, DocID: "re-embedded", Embedding: rows[tc.row].Embedding}
+			if err := c.Add(fresh); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := c.Get(key, dst); !ok || err != nil || !sameVec(dst, rows[tc.row].Embedding) {
+				t.Fatalf("after the re-embedded Add: Get = %v, %v", ok, err)
+			}
+			if st := c.Stats(); st.Corrupt == 0 {
+				t.Errorf("stats = %+v, want the corrupt read counted", st)
+			}
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			c = mustOpen(t, o)
+			defer c.Close()
+			if ok, err := c.Get(key, dst); !ok || err != nil || !sameVec(dst, rows[tc.row].Embedding) {
+				t.Fatalf("after reopen: Get = %v, %v", ok, err)
+			}
+			// A key whose row was never found damaged is still not written twice.
+			before := c.Stats().Rows
+			if err := c.Add(rows[0]); err != nil {
+				t.Fatal(err)
+			}
+			if c.Stats().Rows != before {
+				t.Fatal("Add of a healthy cached key added a row")
+			}
+		})
+	}
+}
+
+func sameVec(a, b []float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -95,10 +95,22 @@ func (c *Cache) Get(key uint64, dst []float32) (bool, error) {
 		return false, err
 	}
 	if err := c.readFlushed(key, loc, dst); err != nil {
+		c.noteCorrupt(key, err)
 		return false, err
 	}
 	c.hits.Add(1)
 	return true, nil
+}
+
+// noteCorrupt remembers a key whose stored row is damaged, so that Add replaces it.
+func (c *Cache) noteCorrupt(key uint64, err error) {
+	if !errors.Is(err, ErrCorrupt) {
+		return
+	}
+	c.corrupt.Add(1)
+	c.mu.Lock()
+	c.bad[key] = struct{}{}
+	c.mu.Unlock()
 }
 
 // readFlushed serves one row of a visible shard: from its companion, or by decoding the shard
@@ -188,6 +200,11 @@ func (c *Cache) GetMany(keys []uint64, dst [][]float32, hit []bool) (int, error)
 			e++
 		}
 		if err := c.readRun(keys, dst, hit, found[s:e]); err != nil {
+			for _, w := range found[s:e] {
+				if !hit[w.i] {
+					c.noteCorrupt(keys[w.i], err)
+				}
+			}
 			return n, err
 		}
 		n += e - s
