@@ -33,6 +33,8 @@ func commands() []command {
 			synopsis: "--data BEIR_DIR --out DIR [--size small-l2] [--epochs 50] [--seed 42] [--loss cosine3|infonce] [--self-supervised] PIPELINE.yaml [-- TRAINER FLAGS]", run: cmdTrain},
 		{name: "reaggregate", summary: "rebuild every document vector from the chunk cache",
 			synopsis: "--out DIR [--checkpoint DIR] PIPELINE.yaml", run: cmdReaggregate},
+		{name: "verify", summary: "check the chunk cache, vector outputs and state folder; --repair fixes what the next run can heal (stop the pipeline first)",
+			synopsis: "[--repair] PIPELINE.yaml", run: cmdVerify},
 		{name: "neighbors", aliases: []string{"neighbours"}, summary: "nearest documents to one document, from a vector sink",
 			synopsis: "--vectors DIR [--doc ID|--title TITLE] [--k 5]", run: func(_ context.Context, a []string) error { return cmdNeighbors(os.Stdout, a) }},
 		{name: "benchdata", summary: "build a benchmark from real documents",
