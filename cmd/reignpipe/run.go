@@ -221,7 +221,9 @@ func runWith(ctx context.Context, cfg *pipelines.Config, fromScratch bool, w wir
 		log.Warn("the input changed since the checkpoint; starting from the beginning (cached windows are still reused)",
 			"why", why, "source", cfg.Source.Path)
 	}
-	if sc, ok := src.(connectors.SelfCheckpointing); ok && sc.SelfCheckpointing() {
+	sc, ok := src.(connectors.SelfCheckpointing)
+	selfCheckpointing := ok && sc.SelfCheckpointing()
+	if selfCheckpointing {
 		ck.Watermark = 0 // the source resumes by itself
 	}
 	if ck.Watermark > 0 {
@@ -237,7 +239,15 @@ func runWith(ctx context.Context, cfg *pipelines.Config, fromScratch bool, w wir
 		TokenizeWorkers: cfg.Run.TokenizeWorkers, Queue: cfg.Run.Queue, DrainTimeout: cfg.Run.DrainTimeout.Duration,
 		MaxDocBytes: cfg.Source.MaxDocBytes, InflightBytes: cfg.Run.InflightBytes,
 		Resume: ck.Watermark, Logger: log,
-		OnCommit: func(w int64) error { ck.Watermark = w; return ck.Save(ckPath) },
+		OnCommit: func(w int64) error {
+			if selfCheckpointing {
+				// Its position is the source's own (Kafka offsets, a watched folder's state
+				// file); and embed workers sharing a state folder would all write this file.
+				return nil
+			}
+			ck.Watermark = w
+			return ck.Save(ckPath)
+		},
 	})
 	if err != nil {
 		return sum, err

@@ -1,18 +1,22 @@
 // Package atomicfile writes small files (checkpoints, state, summaries) so that a reader sees
 // either the old content or the new, never a torn write: temp file, fsync, rename, dir fsync.
 //
-// Temp files are hidden (.tmp-<name>-<random>), so directory readers such as pyarrow's dataset
-// discovery skip them. A process killed mid-write leaves one behind; the next write of the same
-// path removes it, so they do not pile up. That assumes what the package's callers already
-// need for the rename to mean anything: one writer per path at a time.
+// Temp files are hidden (.tmp-<name>-<pid>-<random>), so directory readers such as pyarrow's
+// dataset discovery skip them. A process killed mid-write leaves one behind; the next write of
+// the same path removes the temps of processes that no longer run, so they do not pile up,
+// while a temp of another live process writing the same path (two stage workers sharing a
+// state folder) is left alone.
 package atomicfile
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Write makes data visible at path only when complete.
@@ -31,7 +35,7 @@ func WriteFunc(path string, fill func(io.Writer) error) error {
 		return err
 	}
 	removeStale(dir, filepath.Base(path))
-	f, err := os.CreateTemp(dir, tempPrefix(filepath.Base(path))+"*")
+	f, err := os.CreateTemp(dir, tempPrefix(filepath.Base(path))+strconv.Itoa(os.Getpid())+"-*")
 	if err != nil {
 		return err
 	}
@@ -65,17 +69,34 @@ func WriteFunc(path string, fill func(io.Writer) error) error {
 
 func tempPrefix(base string) string { return ".tmp-" + base + "-" }
 
-// removeStale deletes the temps an interrupted write of base left in dir. Only names CreateTemp
-// makes for exactly this base match: a digit suffix, so "a" never claims "a-b"'s temps.
+// removeStale deletes the temps that interrupted writes of base left in dir: those of processes
+// that are gone, and those of the format before the pid was in the name. Only names this
+// package makes for exactly this base match (digits after the prefix), so "a" never claims
+// "a-b"'s temps.
 func removeStale(dir, base string) {
 	prefix := tempPrefix(base)
 	matches, _ := filepath.Glob(filepath.Join(dir, globEscape(prefix)+"*"))
 	for _, m := range matches {
 		suffix := strings.TrimPrefix(filepath.Base(m), prefix)
-		if suffix != "" && strings.Trim(suffix, "0123456789") == "" {
-			_ = os.Remove(m)
+		pid, rnd, withPid := strings.Cut(suffix, "-")
+		if !allDigits(pid) || (withPid && !allDigits(rnd)) {
+			continue
 		}
+		if withPid {
+			if n, err := strconv.Atoi(pid); err == nil && alive(n) {
+				continue
+			}
+		}
+		_ = os.Remove(m)
 	}
+}
+
+func allDigits(s string) bool { return s != "" && strings.Trim(s, "0123456789") == "" }
+
+// alive reports whether process pid exists (EPERM: it does, as another user).
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 func globEscape(s string) string {

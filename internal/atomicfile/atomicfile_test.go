@@ -2,6 +2,7 @@ package atomicfile
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -37,12 +38,16 @@ func TestWriteFuncAllOrNothing(t *testing.T) {
 }
 
 // A write killed before its rename leaves a temp; the next write of the same path removes it,
-// and leaves other files' temps (even of a name it prefixes) and unrelated files alone.
+// and leaves other files' temps (even of a name it prefixes), the temp of another live process
+// writing the same path, and unrelated files alone.
 func TestWriteRemovesStaleTempsOfItsPath(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "p.checkpoint.json")
-	stale := []string{".tmp-p.checkpoint.json-123456", ".tmp-p.checkpoint.json-9"}
-	kept := []string{".tmp-p.checkpoint.json-x-1", ".tmp-q.json-77", "p.checkpoint.json.bak"}
+	// A pid that cannot be running: above the kernel's pid_max limit (2^22).
+	dead := ".tmp-p.checkpoint.json-99999999-123"
+	live := fmt.Sprintf(".tmp-p.checkpoint.json-%d-456", os.Getppid()) // another live writer
+	stale := []string{".tmp-p.checkpoint.json-123456", ".tmp-p.checkpoint.json-9", dead}
+	kept := []string{".tmp-p.checkpoint.json-x-1", ".tmp-q.json-77", "p.checkpoint.json.bak", live}
 	for _, n := range append(append([]string{}, stale...), kept...) {
 		if err := os.WriteFile(filepath.Join(dir, n), []byte("torn"), 0o644); err != nil {
 			t.Fatal(err)

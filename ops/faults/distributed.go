@@ -211,7 +211,7 @@ func (c *Campaign) DistTrial(i int, f DistFault, b Broker) Result {
 	}
 	for _, n := range []string{"embed-a", "embed-b", "aggregate"} {
 		if err := ws[n].stop(time.Minute); err != nil {
-			r.Err = fmt.Sprintf("%s: exit after SIGTERM: %v", n, err)
+			r.Err = fmt.Sprintf("%s: exit after SIGTERM: %v\n%s", n, err, tail(ws[n].log.String()))
 		}
 	}
 	if err := <-ws["ingest"].done; err != nil {

@@ -104,7 +104,7 @@ func campaign(trials int, targeted, diskFull bool, distTrials int, seed uint64, 
 				failed++
 			}
 			c.Logf("%-28s kills %d (%v) lost %d wrong %d max-delta %g (%.1f s) %s",
-				r.Fault, r.Kills, f.Victims, r.Lost, r.Wrong, r.MaxDelta, time.Since(start).Seconds(), firstLine(r.Err))
+				r.Fault, r.Kills, f.Victims, r.Lost, r.Wrong, r.MaxDelta, time.Since(start).Seconds(), r.Err)
 		}
 		results = append(results, dist...)
 		table += "\n## Distributed mode (ingest, 2 embed workers, aggregate, the broker)\n\n" + Table(dist)
