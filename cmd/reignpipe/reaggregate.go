@@ -101,7 +101,11 @@ func reaggregate(ctx context.Context, cfg *pipelines.Config, outDir string) (sum
 		return sum, err
 	}
 	defer func() {
-		if cerr := sink.Close(context.Background()); cerr != nil && err == nil {
+		if err != nil {
+			// Nothing of a failed re-aggregation becomes visible: a partial part would read
+			// as a result that lacks documents.
+			sink.Abort()
+		} else if cerr := sink.Close(context.Background()); cerr != nil {
 			err = cerr
 		}
 		sum.WallSeconds = time.Since(start).Seconds()

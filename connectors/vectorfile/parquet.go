@@ -206,6 +206,18 @@ func (s *ParquetSink) Flush(ctx context.Context) error {
 	return nil
 }
 
+// Abort closes the sink without making what was written since the last Flush visible: the
+// open part's temp file is removed. For a job that failed half-way (reaggregate), whose
+// partial output must not look like a result.
+func (s *ParquetSink) Abort() {
+	if s.closed {
+		return
+	}
+	_ = s.fail(errClosed)
+	s.closed = true
+	s.b.Release()
+}
+
 // Close flushes and releases the sink's buffers.
 func (s *ParquetSink) Close(ctx context.Context) error {
 	if s.closed {

@@ -551,3 +551,25 @@ func TestOrphanChecksumRemoved(t *testing.T) {
 		t.Fatalf("a visible part's checksum was removed: %v", err)
 	}
 }
+
+// Abort drops what was written since the last Flush: no part appears, no temp stays, and the
+// Arrow buffers are released.
+func TestParquetAbortLeavesNothingVisible(t *testing.T) {
+	dir := t.TempDir()
+	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer alloc.AssertSize(t, 0)
+	s := sinkCases[0].open(t, dir, alloc).(*ParquetSink)
+	for _, v := range testVectors(7, "1") { // 7 > BatchRows: some rows reach the temp part
+		if err := s.Write(context.Background(), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Abort()
+	s.Abort() // a second Abort is a no-op
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("after Abort the folder holds %v", ents)
+	}
+	if err := s.Write(context.Background(), testVectors(1, "1")[0]); err == nil {
+		t.Fatal("Write after Abort succeeded")
+	}
+}
