@@ -73,10 +73,12 @@ func TestOversizeDocumentDeadLettered(t *testing.T) {
 type gateGN struct {
 	open chan struct{}
 	wg   sync.WaitGroup
+	n    atomic.Int64 // windows submitted
 }
 
 func (g *gateGN) Abort(error) {}
 func (g *gateGN) Submit(ctx context.Context, w []int32, out []float32, done func(error)) error {
+	g.n.Add(1)
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()

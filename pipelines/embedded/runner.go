@@ -53,7 +53,7 @@ type WindowEmbedder interface {
 // ChunkCache is the persistent chunk-embedding cache (stages/shardcache).
 type ChunkCache interface {
 	Get(key uint64, dst []float32) (bool, error)
-	Add(r shardcache.Row) error
+	Add(r shardcache.Row) (added bool, err error)
 	PutManifest(m shardcache.Manifest) error
 	Flush() error
 }

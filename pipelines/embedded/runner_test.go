@@ -625,3 +625,33 @@ func TestDamagedCacheRowIsReembedded(t *testing.T) {
 		t.Fatalf("third run: %d windows to the GN or damaged; the cache did not heal", n)
 	}
 }
+
+// chunk_rows_written counts rows the cache really stored: a window that two documents in
+// flight both missed (so both sent it to the GN) is stored, and counted, once.
+func TestChunkRowsCountedOnce(t *testing.T) {
+	docs := corpus(3)
+	docs[1].Text = docs[0].Text // one window, the same in both
+	rg := newRig(t, t.TempDir(), docs, Options{CommitEvery: 100})
+	// Hold the GN until both copies were looked up and submitted, so both really miss.
+	g := &gateGN{open: make(chan struct{})}
+	rg.r.parts.Embedder = g
+	errc := make(chan error, 1)
+	go func() { errc <- rg.r.Run(context.Background()) }()
+	for deadline := time.Now().Add(10 * time.Second); g.n.Load() < 2 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	close(g.open)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	c := &rg.r.C
+	if c.GNWindows.Load() != c.Windows.Load() {
+		t.Fatalf("%d of %d windows reached the GN; the copies did not both miss", c.GNWindows.Load(), c.Windows.Load())
+	}
+	if got, want := c.ChunkRowsNew.Load(), rg.cache.Stats().Rows; got != want {
+		t.Fatalf("chunk_rows_written %d, the cache holds %d rows", got, want)
+	}
+	if c.ChunkRowsNew.Load() >= c.Windows.Load() {
+		t.Fatalf("%d rows for %d windows, with one document's windows repeated", c.ChunkRowsNew.Load(), c.Windows.Load())
+	}
+}

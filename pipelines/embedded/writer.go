@@ -187,10 +187,13 @@ func (r *Runner) handle(ctx context.Context, it *item) (bool, error) {
 			continue
 		}
 		row := shardcache.Row{Key: it.keys[i], DocID: it.doc.ID, ChunkIndex: int32(i), NTokens: int32(len(it.windows[i])), Embedding: it.emb[i]}
-		if err := r.parts.Cache.Add(row); err != nil {
+		added, err := r.parts.Cache.Add(row)
+		if err != nil {
 			return false, fmt.Errorf("chunk cache add (%s window %d): %w", it.doc.ID, i, err)
 		}
-		r.C.ChunkRowsNew.Add(1)
+		if added { // a window two documents in flight both missed is stored once
+			r.C.ChunkRowsNew.Add(1)
+		}
 	}
 	m := shardcache.Manifest{
 		DocID: it.doc.ID, Version: it.doc.Version, ContentHash: it.hash, Fingerprint: r.parts.Fingerprint,

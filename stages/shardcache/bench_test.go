@@ -16,7 +16,7 @@ func BenchmarkGetHit(b *testing.B) {
 	defer c.Close()
 	rows := testRows(4*8192, o.Dim, 1)
 	for _, r := range rows {
-		if err := c.Add(r); err != nil {
+		if _, err := c.Add(r); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -49,7 +49,7 @@ func BenchmarkContainsMiss(b *testing.B) {
 	c := mustOpen(b, o)
 	defer c.Close()
 	for _, r := range testRows(1000, o.Dim, 1) {
-		if err := c.Add(r); err != nil {
+		if _, err := c.Add(r); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -73,7 +73,7 @@ func BenchmarkDecodeShard(b *testing.B) {
 	o.Dim, o.RowsPerShard = 384, 8192
 	c := mustOpen(b, o)
 	for _, r := range testRows(8192, o.Dim, 1) {
-		if err := c.Add(r); err != nil {
+		if _, err := c.Add(r); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -441,20 +441,21 @@ func (c *Cache) enter() error {
 	return nil
 }
 
-// Add buffers r. A key already cached or buffered is a no-op. When RowsPerShard rows are
-// buffered the shard is written before Add returns.
-func (c *Cache) Add(r Row) error {
+// Add buffers r and reports whether it did: a key already cached or buffered is a no-op
+// (false), so callers count the rows really written. When RowsPerShard rows are buffered the
+// shard is written before Add returns.
+func (c *Cache) Add(r Row) (bool, error) {
 	if len(r.Embedding) != c.opts.Dim {
-		return fmt.Errorf("shardcache: Add %016x: embedding has length %d, want %d", r.Key, len(r.Embedding), c.opts.Dim)
+		return false, fmt.Errorf("shardcache: Add %016x: embedding has length %d, want %d", r.Key, len(r.Embedding), c.opts.Dim)
 	}
 	if err := c.enter(); err != nil {
-		return err
+		return false, err
 	}
 	defer c.life.RUnlock()
 	c.mu.Lock()
 	if c.memLookup(r.Key) != nil {
 		c.mu.Unlock()
-		return nil
+		return false, nil
 	}
 	// The index is asked under mu: rows leave c.sealed only after their index batch is
 	// committed, so a key is always in memory or in the index and cannot be added twice --
@@ -467,11 +468,11 @@ func (c *Cache) Add(r Row) error {
 		_, bad := c.bad[r.Key]
 		if derr == nil && !bad && c.broken[loc.Shard] == nil {
 			c.mu.Unlock()
-			return nil
+			return false, nil
 		}
 	} else if !errors.Is(err, pebble.ErrNotFound) {
 		c.mu.Unlock()
-		return fmt.Errorf("shardcache: index: %w", err)
+		return false, fmt.Errorf("shardcache: index: %w", err)
 	}
 	if len(c.buf.keys) == 0 {
 		c.buf = newPending(min(c.opts.RowsPerShard, 1024), c.opts.Dim)
@@ -484,11 +485,11 @@ func (c *Cache) Add(r Row) error {
 	}
 	c.mu.Unlock()
 	if !cut {
-		return nil
+		return true, nil
 	}
 	c.flushMu.Lock()
 	defer c.flushMu.Unlock()
-	return c.drain()
+	return true, c.drain()
 }
 
 // seal queues the buffer as the next shard; c.mu must be held.

@@ -102,7 +102,7 @@ func TestRoundTripAndRestart(t *testing.T) {
 	rows := testRows(53, testDim, 1) // 3 full shards of 16 + a partial one
 	c := mustOpen(t, testOpts(t, dir, alloc))
 	for _, r := range rows {
-		if err := c.Add(r); err != nil {
+		if _, err := c.Add(r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -145,13 +145,13 @@ func TestRoundTripAndRestart(t *testing.T) {
 	if _, err := c.Get(rows[0].Key, make([]float32, testDim+1)); err == nil {
 		t.Error("Get accepted a dst of the wrong length")
 	}
-	if err := c.Add(Row{Key: 7, Embedding: make([]float32, 3)}); err == nil {
+	if _, err := c.Add(Row{Key: 7, Embedding: make([]float32, 3)}); err == nil {
 		t.Error("Add accepted an embedding of the wrong length")
 	}
 	// New shards continue the sequence instead of overwriting.
 	more := testRows(5, testDim, 99)
 	for _, r := range more {
-		if err := c.Add(r); err != nil {
+		if _, err := c.Add(r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -168,7 +168,7 @@ func TestSpaceMismatchRefused(t *testing.T) {
 	dir := t.TempDir()
 	base := testOpts(t, dir, nil)
 	c := mustOpen(t, base)
-	if err := c.Add(testRows(1, testDim, 1)[0]); err != nil {
+	if _, err := c.Add(testRows(1, testDim, 1)[0]); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Close(); err != nil {
@@ -217,7 +217,7 @@ func TestDuplicateKeys(t *testing.T) {
 	defer c.Close()
 	rows := testRows(10, testDim, 5)
 	for _, r := range rows {
-		if err := c.Add(r); err != nil {
+		if _, err := c.Add(r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -225,7 +225,7 @@ func TestDuplicateKeys(t *testing.T) {
 	for _, r := range rows {
 		d := r
 		d.Embedding = make([]float32, testDim)
-		if err := c.Add(d); err != nil {
+		if _, err := c.Add(d); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -236,7 +236,7 @@ func TestDuplicateKeys(t *testing.T) {
 	for _, r := range rows {
 		d := r
 		d.Embedding = make([]float32, testDim)
-		if err := c.Add(d); err != nil {
+		if _, err := c.Add(d); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -255,7 +255,7 @@ func TestCrashRecovery(t *testing.T) {
 	rows := testRows(40, testDim, 3)
 	c := mustOpen(t, testOpts(t, dir, alloc))
 	for _, r := range rows {
-		if err := c.Add(r); err != nil {
+		if _, err := c.Add(r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -294,7 +294,7 @@ func TestCrashRecovery(t *testing.T) {
 		t.Errorf("stats = %+v", st)
 	}
 	// The next shard must not reuse sequence 4 of the torn temp file's name clash.
-	if err := c.Add(testRows(1, testDim, 77)[0]); err != nil {
+	if _, err := c.Add(testRows(1, testDim, 77)[0]); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Flush(); err != nil {
@@ -311,7 +311,7 @@ func TestCorruptShardErrors(t *testing.T) {
 	c := mustOpen(t, o)
 	rows := testRows(16, testDim, 11)
 	for _, r := range rows {
-		if err := c.Add(r); err != nil {
+		if _, err := c.Add(r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -357,7 +357,7 @@ func TestConcurrentAddGet(t *testing.T) {
 			defer wg.Done()
 			dst := make([]float32, testDim)
 			for i := w; i < len(rows); i += 2 { // workers overlap, so keys are added twice
-				if err := c.Add(rows[i]); err != nil {
+				if _, err := c.Add(rows[i]); err != nil {
 					errc <- err
 					return
 				}

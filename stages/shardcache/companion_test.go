@@ -19,7 +19,7 @@ func writeStore(t *testing.T, o Options, rows []Row) string {
 	t.Helper()
 	c := mustOpen(t, o)
 	for _, r := range rows {
-		if err := c.Add(r); err != nil {
+		if _, err := c.Add(r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -258,7 +258,7 @@ func TestGetMany(t *testing.T) {
 		rows := testRows(60, testDim, 23)
 		c := mustOpen(t, o)
 		for _, r := range rows {
-			if err := c.Add(r); err != nil {
+			if _, err := c.Add(r); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -267,7 +267,7 @@ func TestGetMany(t *testing.T) {
 		}
 		more := testRows(5, testDim, 1<<40) // buffered, not flushed
 		for _, r := range more {
-			if err := c.Add(r); err != nil {
+			if _, err := c.Add(r); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -381,7 +381,7 @@ func TestDamagedRowHealsOnAdd(t *testing.T) {
 				t.Fatalf("Get of the damaged row = %v, want ErrCorrupt", err)
 			}
 			fresh := Row{Key: key, DocID: "re-embedded", Embedding: rows[tc.row].Embedding}
-			if err := c.Add(fresh); err != nil {
+			if _, err := c.Add(fresh); err != nil {
 				t.Fatal(err)
 			}
 			if err := c.Flush(); err != nil {
@@ -403,7 +403,7 @@ func TestDamagedRowHealsOnAdd(t *testing.T) {
 			}
 			// A key whose row was never found damaged is still not written twice.
 			before := c.Stats().Rows
-			if err := c.Add(rows[0]); err != nil {
+			if _, err := c.Add(rows[0]); err != nil {
 				t.Fatal(err)
 			}
 			if c.Stats().Rows != before {

@@ -109,7 +109,7 @@ func FuzzReadShard(f *testing.F) {
 	o := testOpts(f, dir, nil)
 	c := mustOpen(f, o)
 	for _, r := range testRows(5, testDim, 1) {
-		if err := c.Add(r); err != nil {
+		if _, err := c.Add(r); err != nil {
 			f.Fatal(err)
 		}
 	}

@@ -23,7 +23,7 @@ func TestInteropPyArrowDuckDB(t *testing.T) {
 	rows := testRows(37, testDim, 0xFFFF_FFFF_0000_0001) // keys above 2^63 too
 	c := mustOpen(t, o)
 	for _, r := range rows {
-		if err := c.Add(r); err != nil {
+		if _, err := c.Add(r); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -18,7 +18,7 @@ func verifyStore(t *testing.T) (Options, []Row) {
 	c := mustOpen(t, o)
 	keys := make([]uint64, len(rows))
 	for i, r := range rows {
-		if err := c.Add(r); err != nil {
+		if _, err := c.Add(r); err != nil {
 			t.Fatal(err)
 		}
 		keys[i] = r.Key

@@ -175,7 +175,7 @@ func writeStore(opts shardcache.Options, o childOptions, docs int64, res *sizeRe
 		for w := range keys {
 			keys[w] = windowKey(d, int64(w), o.docWindows)
 			fillEmbedding(keys[w], emb)
-			if err := c.Add(shardcache.Row{Key: keys[w], DocID: id, ChunkIndex: int32(w), NTokens: 512, Embedding: emb}); err != nil {
+			if _, err := c.Add(shardcache.Row{Key: keys[w], DocID: id, ChunkIndex: int32(w), NTokens: 512, Embedding: emb}); err != nil {
 				return err
 			}
 		}
