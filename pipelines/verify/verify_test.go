@@ -34,7 +34,7 @@ run: {state_dir: %q}
 		t.Fatal(err)
 	}
 	for i := 0; i < 8; i++ {
-		if err := c.Add(shardcache.Row{Key: uint64(100 + i), DocID: "d", Embedding: []float32{float32(i), 1, 2, 3}}); err != nil {
+		if _, err := c.Add(shardcache.Row{Key: uint64(100 + i), DocID: "d", Embedding: []float32{float32(i), 1, 2, 3}}); err != nil {
 			t.Fatal(err)
 		}
 	}
