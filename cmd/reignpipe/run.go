@@ -13,6 +13,7 @@ import (
 	"github.com/reignpipe/reignpipe/connectors/deadletter"
 	"github.com/reignpipe/reignpipe/connectors/multifile"
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
+	"github.com/reignpipe/reignpipe/internal/promtext"
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/embedded"
 	"github.com/reignpipe/reignpipe/schemas"
@@ -80,6 +81,7 @@ type wiring struct {
 	deadLetter connectors.DeadLetterSink // instead of the dead-letter file
 	kafkaSink  func(pipelines.SinkConfig) (connectors.Sink, error)
 	metrics    func() map[string]float64 // extra metrics (consumer lag...)
+	stage      string                    // the metrics' stage label; "" = run
 }
 
 // run executes one pipeline and returns its summary (also printed and written to run.summary).
@@ -253,7 +255,12 @@ func runWith(ctx context.Context, cfg *pipelines.Config, fromScratch bool, w wir
 		return sum, err
 	}
 	if cfg.Run.MetricsAddr != "" {
-		stopMetrics, err := embedded.ServeMetrics(cfg.Run.MetricsAddr, embedded.MetricsHandler(runner, w.metrics))
+		stage := w.stage
+		if stage == "" {
+			stage = "run"
+		}
+		labels := promtext.Labels{Pipeline: cfg.Name, Stage: stage}
+		stopMetrics, err := embedded.ServeMetrics(cfg.Run.MetricsAddr, embedded.MetricsHandler(runner, labels, w.metrics))
 		if err != nil {
 			return sum, fmt.Errorf("metrics on %s: %w", cfg.Run.MetricsAddr, err)
 		}

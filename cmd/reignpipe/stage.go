@@ -12,6 +12,7 @@ import (
 	"github.com/reignpipe/reignpipe/connectors/kafka"
 	"github.com/reignpipe/reignpipe/connectors/kafka/records"
 	"github.com/reignpipe/reignpipe/connectors/uspto"
+	"github.com/reignpipe/reignpipe/internal/promtext"
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/distributed"
 	"github.com/reignpipe/reignpipe/pipelines/embedded"
@@ -172,7 +173,7 @@ func runStage(ctx context.Context, cfg *pipelines.Config, name string, f stageFl
 	}
 	src := records.NewDocSource(cons, rawFormats[cfg.Transport.Kafka.RawFormat](cfg.Source))
 	w := wiring{
-		source: idleSource{DocSource: src, idle: f.idleExit}, deadLetter: dl, kafkaSink: e.kafkaSink,
+		source: idleSource{DocSource: src, idle: f.idleExit}, deadLetter: dl, kafkaSink: e.kafkaSink, stage: name,
 		metrics: func() map[string]float64 {
 			return map[string]float64{"reignpipe_consumer_lag": float64(cons.Lag()), "reignpipe_dead_letters_published_total": float64(dl.Count())}
 		},
@@ -306,7 +307,7 @@ func (e *stageEnv) serveMetrics(stage string, c *distributed.Counters, extra fun
 	if e.cfg.Run.MetricsAddr == "" {
 		return func() {}, nil
 	}
-	stop, err := embedded.ServeMetrics(e.cfg.Run.MetricsAddr, distributed.MetricsHandler(stage, c, extra))
+	stop, err := embedded.ServeMetrics(e.cfg.Run.MetricsAddr, distributed.MetricsHandler(promtext.Labels{Pipeline: e.cfg.Name, Stage: stage}, c, extra))
 	if err != nil {
 		return nil, fmt.Errorf("metrics on %s: %w", e.cfg.Run.MetricsAddr, err)
 	}

@@ -2,39 +2,26 @@ package distributed
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"sort"
+
+	"github.com/reignpipe/reignpipe/internal/promtext"
 )
 
 // MetricsHandler serves a stage's counters (and extra gauges such as consumer lag) in the
-// Prometheus text format, labelled with the stage.
-func MetricsHandler(stage string, c *Counters, extra func() map[string]float64) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		for _, m := range []struct {
-			name, help string
-			v          int64
-		}{
-			{"reignpipe_stage_inputs_total", "Inputs read by the stage.", c.Inputs.Load()},
-			{"reignpipe_stage_written_total", "Documents the stage published.", c.Written.Load()},
-			{"reignpipe_stage_dead_letters_total", "Inputs sent to the dead-letter topic.", c.DeadLetters.Load()},
-			{"reignpipe_stage_commits_total", "Commits (outputs flushed, inputs acked).", c.Commits.Load()},
-		} {
-			fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s{stage=%q} %d\n", m.name, m.help, m.name, m.name, stage, m.v)
+// Prometheus text format, every sample labelled with l.
+func MetricsHandler(l promtext.Labels, c *Counters, extra func() map[string]float64) http.Handler {
+	return promtext.Handler(l, func() ([]promtext.Metric, map[string]float64) {
+		ms := []promtext.Metric{
+			{Name: "reignpipe_stage_inputs_total", Kind: "counter", Help: "Inputs read by the stage.", Value: float64(c.Inputs.Load())},
+			{Name: "reignpipe_stage_written_total", Kind: "counter", Help: "Documents the stage published.", Value: float64(c.Written.Load())},
+			{Name: "reignpipe_stage_dead_letters_total", Kind: "counter", Help: "Inputs sent to the dead-letter topic.", Value: float64(c.DeadLetters.Load())},
+			{Name: "reignpipe_stage_commits_total", Kind: "counter", Help: "Commits (outputs flushed, inputs acked).", Value: float64(c.Commits.Load())},
 		}
-		if extra == nil {
-			return
+		var ex map[string]float64
+		if extra != nil {
+			ex = extra()
 		}
-		ex := extra()
-		names := make([]string, 0, len(ex))
-		for n := range ex {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			fmt.Fprintf(w, "# TYPE %s gauge\n%s{stage=%q} %g\n", n, n, stage, ex[n])
-		}
+		return ms, ex
 	})
 }
 

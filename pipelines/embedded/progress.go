@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/internal/promtext"
 )
 
 // Progress reports a running pipeline: a redrawn bar on a terminal, plain log lines otherwise.
@@ -126,34 +127,28 @@ func (p *Progress) report(final bool) {
 	}
 }
 
-// MetricsHandler serves the runner's counters in the Prometheus text format.
-func MetricsHandler(r *Runner, extra func() map[string]float64) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+// MetricsHandler serves the runner's counters (and extra gauges, such as a Kafka source's
+// lag) in the Prometheus text format, every sample labelled with l.
+func MetricsHandler(r *Runner, l promtext.Labels, extra func() map[string]float64) http.Handler {
+	return promtext.Handler(l, func() ([]promtext.Metric, map[string]float64) {
 		c := &r.C
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		m := []struct {
-			name, kind, help string
-			v                float64
-		}{
-			{"reignpipe_inputs_read_total", "counter", "Inputs read from the source (documents and bad inputs).", float64(c.InputsRead.Load())},
-			{"reignpipe_docs_written_total", "counter", "Documents whose vector was written.", float64(c.DocsWritten.Load())},
-			{"reignpipe_docs_failed_total", "counter", "Inputs sent to the dead-letter output.", float64(c.DocsFailed.Load())},
-			{"reignpipe_windows_total", "counter", "GN windows cut.", float64(c.Windows.Load())},
-			{"reignpipe_cache_hits_total", "counter", "Windows served from the chunk cache.", float64(c.CacheHits.Load())},
-			{"reignpipe_gn_windows_total", "counter", "Windows sent to the GN.", float64(c.GNWindows.Load())},
-			{"reignpipe_tokens_total", "counter", "Content tokens.", float64(c.Tokens.Load())},
-			{"reignpipe_commits_total", "counter", "Durable commits.", float64(c.Commits.Load())},
-			{"reignpipe_in_flight", "gauge", "Inputs between source and writer.", float64(c.InFlight.Load())},
-			{"reignpipe_watermark", "gauge", "Inputs committed from the start of the source.", float64(c.Watermark.Load())},
+		ms := []promtext.Metric{
+			{Name: "reignpipe_inputs_read_total", Kind: "counter", Help: "Inputs read from the source (documents and bad inputs).", Value: float64(c.InputsRead.Load())},
+			{Name: "reignpipe_docs_written_total", Kind: "counter", Help: "Documents whose vector (or chunks) was committed.", Value: float64(c.DocsWritten.Load())},
+			{Name: "reignpipe_docs_failed_total", Kind: "counter", Help: "Inputs sent to the dead-letter output.", Value: float64(c.DocsFailed.Load())},
+			{Name: "reignpipe_windows_total", Kind: "counter", Help: "GN windows cut.", Value: float64(c.Windows.Load())},
+			{Name: "reignpipe_cache_hits_total", Kind: "counter", Help: "Windows served from the chunk cache.", Value: float64(c.CacheHits.Load())},
+			{Name: "reignpipe_gn_windows_total", Kind: "counter", Help: "Windows sent to the GN.", Value: float64(c.GNWindows.Load())},
+			{Name: "reignpipe_tokens_total", Kind: "counter", Help: "Content tokens.", Value: float64(c.Tokens.Load())},
+			{Name: "reignpipe_commits_total", Kind: "counter", Help: "Durable commits.", Value: float64(c.Commits.Load())},
+			{Name: "reignpipe_in_flight", Kind: "gauge", Help: "Inputs between source and writer.", Value: float64(c.InFlight.Load())},
+			{Name: "reignpipe_watermark", Kind: "gauge", Help: "Inputs committed from the start of the source.", Value: float64(c.Watermark.Load())},
 		}
-		for _, x := range m {
-			fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %g\n", x.name, x.help, x.name, x.kind, x.name, x.v)
-		}
+		var ex map[string]float64
 		if extra != nil {
-			for k, v := range extra() {
-				fmt.Fprintf(w, "# TYPE %s gauge\n%s %g\n", k, k, v)
-			}
+			ex = extra()
 		}
+		return ms, ex
 	})
 }
 
