@@ -50,6 +50,9 @@ type Fault struct {
 	// small filesystem of its own and fills it once the run has committed, so the writer of
 	// that folder meets ENOSPC; space returns before the final run.
 	DiskFull string
+	// Corrupt, when set, damages the store after a clean run (see corrupt.go); the final run is
+	// then a --from-scratch one, followed by `reignpipe verify --repair` and a healing run.
+	Corrupt string
 }
 
 // Result is what one trial showed.
@@ -233,6 +236,19 @@ func (c *Campaign) Trial(i int, f Fault) Result {
 			r.Kills++
 		}
 	}
+	var final []string
+	if f.Corrupt != "" {
+		if _, err := c.runToEnd(dir); err != nil {
+			r.Err = "clean run before the damage: " + err.Error()
+			return r
+		}
+		if err := corrupt(dir, f.Corrupt); err != nil {
+			r.Err = err.Error()
+			return r
+		}
+		r.Kills++
+		final = []string{"--from-scratch"}
+	}
 	kills := f.Kills
 	if f.OnTemp != "" {
 		kills = []time.Duration{-1}
@@ -255,7 +271,7 @@ func (c *Campaign) Trial(i int, f Fault) Result {
 			}
 		}
 	}
-	s, err := c.runToEnd(dir)
+	s, err := c.runToEnd(dir, final...)
 	if err != nil {
 		r.Err = err.Error()
 		return r
@@ -276,6 +292,18 @@ func (c *Campaign) Trial(i int, f Fault) Result {
 	c.compare(&r, got, 0)
 	if jl, err := vectorfile.Latest(filepath.Join(dir, "vectors-jsonl")); err != nil || len(jl) != len(got) {
 		r.Err = fmt.Sprintf("JSONL sink holds %d documents, Parquet %d (%v)", len(jl), len(got), err)
+	}
+	if f.Corrupt != "" {
+		// The damaged files are still on disk (only the rows read were replaced): verify must
+		// find and repair them, and one run re-embeds what the repair quarantined.
+		if err := c.verifyRepair(dir); err != nil {
+			r.Err = err.Error()
+			return r
+		}
+		if _, err := c.runToEnd(dir, "--from-scratch"); err != nil {
+			r.Err = "run after verify --repair: " + err.Error()
+			return r
+		}
 	}
 	// The cache must now hold every window: a from-scratch rerun embeds nothing.
 	again, err := c.runToEnd(dir, "--from-scratch")

@@ -11,8 +11,9 @@ import (
 )
 
 // TestShortCampaign is the campaign's short form for every test run: a clean run, then one
-// random-kill trial, a kill in a shard write, a kill in a checkpoint write, a soft stop and (as
-// root) a full disk under the cache, each followed by a run to the end that must lose nothing,
+// random-kill trial, a kill in a shard write, a kill in a checkpoint write, a soft stop, a
+// damaged companion row (healed by the run and verify --repair) and (as root) a full disk
+// under the cache, each followed by a run to the end that must lose nothing,
 // change nothing and account for every input. `go run ./ops/faults` is the full campaign.
 func TestShortCampaign(t *testing.T) {
 	if testing.Short() {
@@ -36,7 +37,7 @@ func TestShortCampaign(t *testing.T) {
 		t.Fatal(err)
 	}
 	targeted := c.TargetedFaults()
-	faults := append(c.RandomFaults(1, 7), targeted[0], targeted[3], targeted[4])
+	faults := append(c.RandomFaults(1, 7), targeted[0], targeted[3], targeted[4], c.CorruptFaults()[0])
 	if err := CanFillDisks(); err != nil {
 		t.Logf("disk-full trial left out: %v", err)
 	} else {
@@ -49,7 +50,7 @@ func TestShortCampaign(t *testing.T) {
 		if !r.OK() {
 			t.Errorf("%s: %+v", f.Name, r)
 		}
-		if (f.OnTemp != "" || f.DiskFull != "") && r.Kills != 1 {
+		if (f.OnTemp != "" || f.DiskFull != "" || f.Corrupt != "") && r.Kills != 1 {
 			t.Errorf("%s: the fault did not land, so the trial tested nothing", f.Name)
 		}
 	}

@@ -25,6 +25,7 @@ import (
 func main() {
 	trials := flag.Int("trials", 20, "random SIGKILL trials (1 to 3 kills each)")
 	targeted := flag.Bool("targeted", true, "also the targeted trials (a kill in each kind of write, a SIGTERM)")
+	corruptions := flag.Bool("corrupt", true, "also damage the finished store (a companion bit, an unreadable or deleted shard, a vector part digit), then verify --repair and heal")
 	diskFull := flag.Bool("disk-full", true, "also fill the disk under each writer (needs root: tmpfs mounts)")
 	distTrials := flag.Int("dist-trials", 0, "distributed-mode trials (stage processes and the broker killed); run under ops/with-kafka")
 	seed := flag.Uint64("seed", 1, "seed of the kill times and the corpus")
@@ -35,13 +36,13 @@ func main() {
 	bin := flag.String("bin", "", "reignpipe binary (default: built from this checkout)")
 	out := flag.String("out", "", "also write the table and the machine's description here")
 	flag.Parse()
-	if err := campaign(*trials, *targeted, *diskFull, *distTrials, *seed, *docs, *model, *k, *work, *bin, *out); err != nil {
+	if err := campaign(*trials, *targeted, *corruptions, *diskFull, *distTrials, *seed, *docs, *model, *k, *work, *bin, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "faults:", err)
 		os.Exit(1)
 	}
 }
 
-func campaign(trials int, targeted, diskFull bool, distTrials int, seed uint64, docs int, model string, k int, work, bin, out string) error {
+func campaign(trials int, targeted, corruptions, diskFull bool, distTrials int, seed uint64, docs int, model string, k int, work, bin, out string) error {
 	if work == "" {
 		d, err := os.MkdirTemp("", "reignpipe-faults-")
 		if err != nil {
@@ -69,6 +70,9 @@ func campaign(trials int, targeted, diskFull bool, distTrials int, seed uint64, 
 	faults := c.RandomFaults(trials, seed)
 	if targeted {
 		faults = append(faults, c.TargetedFaults()...)
+	}
+	if corruptions {
+		faults = append(faults, c.CorruptFaults()...)
 	}
 	if diskFull {
 		if err := CanFillDisks(); err != nil {

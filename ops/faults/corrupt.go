@@ -1,0 +1,96 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+)
+
+// CorruptFaults damage a finished store in each way the campaign knows.
+func (c *Campaign) CorruptFaults() []Fault {
+	var out []Fault
+	for _, k := range []string{"companion bit", "unreadable shard", "deleted shard", "vector part digit"} {
+		out = append(out, Fault{Name: "corrupt: " + k, Corrupt: k})
+	}
+	return out
+}
+
+// corrupt damages the trial's store: one bit of the first companion's first row, the first
+// Parquet shard truncated with its companion gone (nothing to rebuild from), the first shard's
+// files deleted by hand, or one digit of the first JSONL vector part.
+func corrupt(dir, kind string) error {
+	first := func(pattern string) (string, error) {
+		m, _ := filepath.Glob(filepath.Join(dir, pattern))
+		sort.Strings(m)
+		if len(m) == 0 {
+			return "", fmt.Errorf("corrupt %s: nothing matches %s", kind, pattern)
+		}
+		return m[0], nil
+	}
+	switch kind {
+	case "companion bit":
+		p, err := first("cache/shards/*.vec")
+		if err != nil {
+			return err
+		}
+		return flip(p, 32+16+5) // header, row header, inside the first embedding
+	case "unreadable shard", "deleted shard":
+		p, err := first("cache/shards/*.parquet")
+		if err != nil {
+			return err
+		}
+		vec := p[:len(p)-len(".parquet")] + ".vec"
+		if err := os.Remove(vec); err != nil {
+			return err
+		}
+		if kind == "deleted shard" {
+			return os.Remove(p)
+		}
+		st, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		return os.Truncate(p, st.Size()/2)
+	case "vector part digit":
+		p, err := first("vectors-jsonl/part-*.jsonl")
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for i := len(b) / 2; i < len(b); i++ {
+			if b[i] >= '0' && b[i] <= '8' {
+				b[i]++
+				return os.WriteFile(p, b, 0o644)
+			}
+		}
+		return errors.New("corrupt: no digit in the vector part")
+	}
+	return fmt.Errorf("corrupt: unknown kind %q", kind)
+}
+
+func flip(path string, at int64) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if at >= int64(len(b)) {
+		return fmt.Errorf("corrupt: %s has %d bytes, no byte %d", path, len(b), at)
+	}
+	b[at] ^= 0x10
+	return os.WriteFile(path, b, 0o644)
+}
+
+// verifyRepair runs `reignpipe verify --repair` on the trial's pipeline; it must end OK.
+func (c *Campaign) verifyRepair(dir string) error {
+	out, err := exec.Command(c.Bin, "verify", "--repair", filepath.Join(dir, "pipeline.yaml")).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("verify --repair: %v\n%s", err, tail(string(out)))
+	}
+	return nil
+}
