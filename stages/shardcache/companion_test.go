@@ -2,6 +2,7 @@ package shardcache
 
 import (
 	"errors"
+	"slices"
 	"math"
 	"os"
 	"path/filepath"
@@ -387,7 +388,7 @@ func TestDamagedRowHealsOnAdd(t *testing.T) {
 			if err := c.Flush(); err != nil {
 				t.Fatal(err)
 			}
-			if ok, err := c.Get(key, dst); !ok || err != nil || !sameVec(dst, rows[tc.row].Embedding) {
+			if ok, err := c.Get(key, dst); !ok || err != nil || !slices.Equal(dst, rows[tc.row].Embedding) {
 				t.Fatalf("after the re-embedded Add: Get = %v, %v", ok, err)
 			}
 			if st := c.Stats(); st.Corrupt == 0 {
@@ -398,7 +399,7 @@ func TestDamagedRowHealsOnAdd(t *testing.T) {
 			}
 			c = mustOpen(t, o)
 			defer c.Close()
-			if ok, err := c.Get(key, dst); !ok || err != nil || !sameVec(dst, rows[tc.row].Embedding) {
+			if ok, err := c.Get(key, dst); !ok || err != nil || !slices.Equal(dst, rows[tc.row].Embedding) {
 				t.Fatalf("after reopen: Get = %v, %v", ok, err)
 			}
 			// A key whose row was never found damaged is still not written twice.
@@ -413,14 +414,3 @@ func TestDamagedRowHealsOnAdd(t *testing.T) {
 	}
 }
 
-func sameVec(a, b []float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
