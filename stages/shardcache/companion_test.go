@@ -2,10 +2,10 @@ package shardcache
 
 import (
 	"errors"
-	"slices"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -413,4 +413,3 @@ func TestDamagedRowHealsOnAdd(t *testing.T) {
 		})
 	}
 }
-
