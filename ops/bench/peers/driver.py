@@ -74,14 +74,16 @@ run:
 
 
 def run_child(argv, env, log_path):
-    """Runs argv to completion; returns (wall seconds, peak RSS in bytes, exit status)."""
+    """Runs argv to completion; returns (wall seconds, CPU seconds, peak RSS in bytes, exit
+    status). CPU seconds (user + system) drift less than wall time when another job shares the
+    cores, so they are reported beside it."""
     with open(log_path, "wb") as log:
         t0 = time.perf_counter()
         p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
         _, status, ru = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t0
     p.returncode = os.waitstatus_to_exitcode(status)
-    return wall, ru.ru_maxrss * 1024, p.returncode
+    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024, p.returncode
 
 
 def tail(path, n=5):
@@ -128,9 +130,8 @@ def check_windows(npz, docs):
 
 
 def cosines(a, b):
-    a = a / np.linalg.norm(a, axis=1, keepdims=True)
-    b = b / np.linalg.norm(b, axis=1, keepdims=True)
-    return (a.astype(np.float64) * b).sum(axis=1)
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    return (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
 
 def machine(args):
@@ -204,6 +205,7 @@ def main():
 
     walls = {s: [] for s in systems}
     rss = {s: [] for s in systems}
+    cpu = {s: [] for s in systems}
     cos = {s: [] for s in systems}
     failed = {}
     for r in range(args.rounds):
@@ -228,14 +230,15 @@ def main():
             else:
                 argv = [sys.executable, os.path.join(HERE, "peer.py"), s, corpus, model_dir,
                         os.path.join(out, "emb.npz"), "--batch", str(args.batch)]
-            wall, peak, rc = run_child(argv, env, log)
+            wall, cpu_s, peak, rc = run_child(argv, env, log)
             if rc != 0:
                 failed[s] = f"exit {rc}: {tail(log)}"
                 print(f"peers: round {r + 1} {s} failed ({rc}); left out: {tail(log, 3)}", file=sys.stderr)
                 continue
             walls[s].append(wall)
+            cpu[s].append(cpu_s)
             rss[s].append(peak)
-            print(f"peers: round {r + 1} {s}: {wall:.1f} s, peak RSS {peak / 2**30:.2f} GiB", file=sys.stderr)
+            print(f"peers: round {r + 1} {s}: {wall:.1f} s ({cpu_s:.1f} CPU s), peak RSS {peak / 2**30:.2f} GiB", file=sys.stderr)
             if s.startswith("reignpipe"):
                 with open(os.path.join(out, "summary.json")) as f:
                     summ = json.load(f)
@@ -262,7 +265,7 @@ def main():
         for s in order:
             shutil.rmtree(os.path.join(work, f"round{r + 1}", s, "cache"), ignore_errors=True)
 
-    res = summarize(args, info, prep, systems, walls, rss, cos, failed)
+    res = summarize(args, info, prep, systems, walls, cpu, rss, cos, failed)
     with open(os.path.join(work, "result.json"), "w") as f:
         json.dump(res, f, indent=2)
     md = render(res)
@@ -271,7 +274,7 @@ def main():
     print(md)
 
 
-def summarize(args, info, prep, systems, walls, rss, cos, failed):
+def summarize(args, info, prep, systems, walls, cpu, rss, cos, failed):
     base = walls.get("reignpipe", [])
     rows = []
     for s in systems:
@@ -280,11 +283,14 @@ def summarize(args, info, prep, systems, walls, rss, cos, failed):
             continue
         row = {"system": s, "label": LABELS.get(s, f"reignpipe `run`, batching.token_budget {s.split('-tb')[-1]}"),
                "wall_s": w, "median_s": statistics.median(w), "min_s": min(w), "max_s": max(w),
+               "cpu_s": cpu[s], "cpu_median_s": statistics.median(cpu[s]),
                "peak_rss_gib": statistics.median(rss[s]) / 2**30, "peak_rss_max_gib": max(rss[s]) / 2**30}
         if s != "reignpipe" and len(base) == len(w):
             # Per-round ratio: the two ran in the same round, so they saw about the same load.
             r = [p / b for p, b in zip(w, base)]
             row.update(ratio_median=statistics.median(r), ratio_min=min(r), ratio_max=max(r))
+            c = [p / b for p, b in zip(cpu[s], cpu["reignpipe"])]
+            row.update(cpu_ratio_median=statistics.median(c), cpu_ratio_min=min(c), cpu_ratio_max=max(c))
         if cos[s]:
             row.update(cos_min=min(c[0] for c in cos[s]), cos_mean=statistics.mean(c[1] for c in cos[s]))
         rows.append(row)
@@ -305,16 +311,20 @@ def render(res):
         f"`{res['command']}`: {res['docs']} articles, {res['tokens']} tokens, {res['windows']} windows "
         f"(K = S = 512), {res['rounds']} rounds, all-minilm-l6-v2, masked mean pool + L2.",
         "",
-        "| system | wall median (min–max) | reignpipe speed ratio, median (min–max) | peak RSS median (max) | cosine vs reignpipe min / mean |",
-        "|---|---|---|---|---|",
+        "| system | wall median (min–max) | reignpipe speed ratio, median (min–max) | CPU s median | CPU ratio, median (min–max) "
+        "| peak RSS median (max) | cosine vs reignpipe min / mean |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in res["rows"]:
         ratio = "1" if r["system"] == "reignpipe" else (
             f"{r['ratio_median']:.2f} ({r['ratio_min']:.2f}–{r['ratio_max']:.2f})" if "ratio_median" in r else "–")
+        cr = "1" if r["system"] == "reignpipe" else (
+            f"{r['cpu_ratio_median']:.2f} ({r['cpu_ratio_min']:.2f}–{r['cpu_ratio_max']:.2f})" if "cpu_ratio_median" in r else "–")
         c = "–" if "cos_min" not in r else f"{r['cos_min']:.8f} / {r['cos_mean']:.8f}"
-        lines.append(f"| {r['label']} | {r['median_s']:.1f} s ({r['min_s']:.1f}–{r['max_s']:.1f}) | {ratio} | "
+        lines.append(f"| {r['label']} | {r['median_s']:.1f} s ({r['min_s']:.1f}–{r['max_s']:.1f}) | {ratio} | {r['cpu_median_s']:.1f} | {cr} | "
                      f"{r['peak_rss_gib']:.2f} GiB ({r['peak_rss_max_gib']:.2f}) | {c} |")
-    lines += ["", "Speed ratio: the system's wall time over reignpipe's in the same round (> 1: reignpipe is faster).",
+    lines += ["", "Speed ratio: the system's wall time over reignpipe's in the same round (> 1: reignpipe is faster);",
+              "CPU ratio: the same with user + system CPU seconds, which another job on the cores disturbs less.",
               "Wall time is the whole child process: start, imports, model load, tokenizing, embedding, output.", ""]
     if res["left_out"]:
         lines.append("Left out (failed to run here):")
