@@ -11,12 +11,16 @@ PY := $(VENV)/bin/python
 # `reignpipe train` looks for it there by default.
 TRAIN_VENV := $(REIGNPIPE_HOME)/venv-train
 TRAIN_PY := $(TRAIN_VENV)/bin/python
+# The peer benchmark (ops/bench/peers) has its own venv too: sentence-transformers, fastembed
+# and torch are what users run instead of reignpipe, not anything the tests need.
+PEERS_VENV := $(REIGNPIPE_HOME)/venv-peers
+PEERS_PY := $(PEERS_VENV)/bin/python
 GO ?= go
 # Packages with concurrency worth running under the race detector.
 RACE_PKGS := ./pipelines/embedded/ ./pipelines/distributed/ ./stages/gn/ ./stages/shardcache/ ./connectors/vectorfile/ \
 	./connectors/watchdir/ ./connectors/kafka/ ./connectors/kafka/offsets/
 
-.PHONY: all build fetch kafka tools pydeps train-deps demo test test-go test-unshared fuzz-smoke fuzz bench clean
+.PHONY: all build fetch kafka tools pydeps train-deps demo test test-go test-unshared fuzz-smoke fuzz bench bench-peers clean
 
 all: build
 
@@ -96,6 +100,16 @@ fuzz:
 
 bench: fetch build
 	ops/bench/run
+
+$(PEERS_PY): ops/bench/peers/requirements.txt
+	python3 -m venv $(PEERS_VENV)
+	$(PEERS_PY) -m pip install -q --disable-pip-version-check -r ops/bench/peers/requirements.txt
+	@touch $(PEERS_PY)
+
+# reignpipe against sentence-transformers, Python onnxruntime and fastembed on the same windows
+# (ops/bench/peers/driver.py says how); PEERS_DOCS, PEERS_ROUNDS, PEERS_BUDGETS tune it.
+bench-peers: fetch build $(PEERS_PY)
+	PEERS_PYTHON=$(PEERS_PY) ops/bench/peers/run
 
 clean:
 	rm -rf bin out
