@@ -67,7 +67,10 @@ type Result struct {
 	Temps      int     // temp files left after the final run (crash leftovers must be cleaned)
 	RerunGN    int64   // windows a from-scratch rerun sent to the GN (the cache must hold them all)
 	FinalState string  // the final run's "stopped"
-	Err        string
+	// Distributed: a distributed trial, which checks vectors only (the stages' summaries, temps
+	// and a cache rerun are not checked there yet).
+	Distributed bool
+	Err         string
 }
 
 // OK: the trial kept every promise.
@@ -434,8 +437,12 @@ func Table(rs []Result) string {
 				status += ": " + strings.ReplaceAll(firstLine(r.Err), "|", "/")
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %g | %d | %v | %d | %d | %s | %s |\n",
-			r.Fault, r.Kills, r.Lost, r.Wrong, r.MaxDelta, r.Extra, r.AddsUp, r.Temps, r.RerunGN, r.FinalState, status)
+		addsUp, temps, rerun := fmt.Sprint(r.AddsUp), fmt.Sprint(r.Temps), fmt.Sprint(r.RerunGN)
+		if r.Distributed { // checks a distributed trial does not make
+			addsUp, temps, rerun = "n/a", "n/a", "n/a"
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %g | %d | %s | %s | %s | %s | %s |\n",
+			r.Fault, r.Kills, r.Lost, r.Wrong, r.MaxDelta, r.Extra, addsUp, temps, rerun, r.FinalState, status)
 	}
 	fmt.Fprintf(&b, "\n%d/%d trials kept every promise.\n", passed, len(rs))
 	return b.String()

@@ -132,7 +132,7 @@ func (w *worker) stop(timeout time.Duration) error {
 // broker, kills as f says, and reads the vector topic until every document of the clean run is
 // there, then compares.
 func (c *Campaign) DistTrial(i int, f DistFault, b Broker) Result {
-	r := Result{Fault: f.Name, AddsUp: true, FinalState: "completed"}
+	r := Result{Fault: f.Name, AddsUp: true, FinalState: "completed", Distributed: true}
 	dir := filepath.Join(c.Work, fmt.Sprintf("dist-%03d", i))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		r.Err = err.Error()
