@@ -93,7 +93,10 @@ func campaign(trials int, targeted, corruptions, diskFull bool, distTrials int, 
 		c.Logf("%-28s kills %d lost %d wrong %d adds-up %v rerun-gn %d %s (%.1f s) %s",
 			r.Fault, r.Kills, r.Lost, r.Wrong, r.AddsUp, r.RerunGN, r.FinalState, time.Since(start).Seconds(), firstLine(r.Err))
 	}
-	table := Table(results)
+	table := ""
+	if len(results) > 0 {
+		table = Table(results)
+	}
 	if distTrials > 0 {
 		b, err := BrokerFromEnv()
 		if err != nil {
@@ -115,8 +118,7 @@ func campaign(trials int, targeted, corruptions, diskFull bool, distTrials int, 
 	}
 	fmt.Print(table)
 	if out != "" {
-		head := fmt.Sprintf("# Fault campaign\n\n%s\n\n`go run ./ops/faults -trials %d -dist-trials %d -seed %d -docs %d -gn %s -k %d`\n\n",
-			machine(), trials, distTrials, seed, docs, model, k)
+		head := fmt.Sprintf("# Fault campaign\n\n%s\n\n`go run ./ops/faults %s`\n\n", machine(), strings.Join(os.Args[1:], " "))
 		if err := os.WriteFile(out, []byte(head+table), 0o644); err != nil {
 			return err
 		}
