@@ -604,8 +604,11 @@ func TestDamagedCacheRowIsReembedded(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &rg2.r.C
-	if c.DocsFailed.Load() != 0 || c.CacheCorrupt.Load() != 1 || c.GNWindows.Load() != 1 {
-		t.Fatalf("second run: failed %d, corrupt %d, GN windows %d; want 0, 1, 1", c.DocsFailed.Load(), c.CacheCorrupt.Load(), c.GNWindows.Load())
+	// One row is damaged; documents sharing that window may each meet it before the first
+	// re-embedded row is added, so each such read costs one GN pass, and nothing else does.
+	if c.DocsFailed.Load() != 0 || c.CacheCorrupt.Load() < 1 || c.GNWindows.Load() != c.CacheCorrupt.Load() {
+		t.Fatalf("second run: failed %d, corrupt %d, GN windows %d; want 0 failed and one GN window per damaged read",
+			c.DocsFailed.Load(), c.CacheCorrupt.Load(), c.GNWindows.Load())
 	}
 	first := map[string][]float32{}
 	for _, v := range rg.sink.durable {
