@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -463,13 +462,11 @@ func Corpus(path string, n int, seed uint64) error {
 		"with a frozen guidance network before the aggregator turns a sequence of chunk vectors into one " +
 		"vector per document patent claims describe an apparatus comprising a sensor coupled to a controller " +
 		"wikipedia articles cite sources history geography science mathematics")
-	var b strings.Builder
-	ids := make([]int, n)
-	for i := range ids {
-		ids[i] = i
+	if n <= 0 {
+		return errors.New("faults: empty corpus")
 	}
-	sort.Ints(ids)
-	for _, i := range ids {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
 		nw := 20 + rng.IntN(1200)
 		var t strings.Builder
 		for j := 0; j < nw; j++ {
@@ -486,9 +483,6 @@ func Corpus(path string, n int, seed uint64) error {
 		if i == n/3 || i == 2*n/3 {
 			b.WriteString("{\"id\": \"broken\", \"text\": \n")
 		}
-	}
-	if n == 0 {
-		return errors.New("faults: empty corpus")
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }

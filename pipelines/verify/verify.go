@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/pipelines"
@@ -110,11 +109,7 @@ func glob(dir string, patterns ...string) []string {
 	var out []string
 	for _, p := range patterns {
 		m, _ := filepath.Glob(filepath.Join(dir, p))
-		for _, f := range m {
-			if !strings.HasSuffix(f, "/") {
-				out = append(out, f)
-			}
-		}
+		out = append(out, m...)
 	}
 	return out
 }
