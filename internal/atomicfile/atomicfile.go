@@ -39,32 +39,58 @@ func WriteFunc(path string, fill func(io.Writer) error) error {
 	if err != nil {
 		return err
 	}
+	_, err = finish(f, path, fill)
+	return err
+}
+
+// WriteAt is WriteFunc with the temp file named by the caller, for writers whose crash
+// leftovers are part of their own recovery (shardcache removes shards/*.tmp when it opens):
+// fill streams into tmp, which is fsynced and renamed to path, and the folder fsynced. It
+// returns the file's size; on any error tmp is removed and path is untouched.
+func WriteAt(path, tmp string, fill func(io.Writer) error) (int64, error) {
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	return finish(f, path, fill)
+}
+
+// finish fills the open temp f, makes it durable and renames it to path.
+func finish(f *os.File, path string, fill func(io.Writer) error) (int64, error) {
 	tmp := f.Name()
 	defer os.Remove(tmp) // no-op after the rename
+	// A bufio.Writer also hides f's Close from fill (the Parquet writer would close the file
+	// before it is fsynced).
 	bw := bufio.NewWriterSize(f, 1<<20)
-	if err := fill(bw); err != nil {
-		f.Close()
-		return err
+	err := fill(bw)
+	if err == nil {
+		err = bw.Flush()
 	}
-	if err := bw.Flush(); err != nil {
-		f.Close()
-		return err
+	if err == nil {
+		err = f.Sync()
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
+	var size int64
+	if err == nil {
+		var st os.FileInfo
+		if st, err = f.Stat(); err == nil {
+			size = st.Size()
+		}
 	}
-	if err := f.Close(); err != nil {
-		return err
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, err
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return err
+		return 0, err
 	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return 0, err
 	}
-	return nil
+	err = d.Sync()
+	return size, errors.Join(err, d.Close())
 }
 
 func tempPrefix(base string) string { return ".tmp-" + base + "-" }

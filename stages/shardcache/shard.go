@@ -1,12 +1,11 @@
 package shardcache
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/reignpipe/reignpipe/internal/atomicfile"
 	"github.com/reignpipe/reignpipe/internal/parquetread"
 	"github.com/reignpipe/reignpipe/schemas"
 )
@@ -142,50 +142,18 @@ func writerProps(mem memory.Allocator, vectorCol string) *parquet.WriterProperti
 // dir. A crash leaves either nothing or a *.tmp that Open removes, never a partial shard.
 // Returns the final file size.
 func writeParquetAtomic(path string, sc *arrow.Schema, mem memory.Allocator, rec arrow.RecordBatch) (int64, error) {
-	tmp := path + tmpSuffix
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return 0, err
-	}
-	fail := func(err error) (int64, error) {
-		_ = f.Close()
-		_ = os.Remove(tmp)
-		return 0, err
-	}
-	// bufio.Writer hides f's Close from the Parquet writer, which would otherwise close the
-	// file before we can fsync it.
-	bw := bufio.NewWriterSize(f, 1<<20)
-	fw, err := pqarrow.NewFileWriter(sc, bw, writerProps(mem, schemas.ColEmbedding),
-		pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(mem)))
-	if err != nil {
-		return fail(err)
-	}
-	if err := fw.Write(rec); err != nil {
-		_ = fw.Close()
-		return fail(err)
-	}
-	if err := fw.Close(); err != nil {
-		return fail(err)
-	}
-	if err := bw.Flush(); err != nil {
-		return fail(err)
-	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		return fail(err)
-	}
-	if err := f.Close(); err != nil {
-		_ = os.Remove(tmp)
-		return 0, err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		_ = os.Remove(tmp)
-		return 0, err
-	}
-	return st.Size(), syncDir(filepath.Dir(path))
+	return atomicfile.WriteAt(path, path+tmpSuffix, func(w io.Writer) error {
+		fw, err := pqarrow.NewFileWriter(sc, w, writerProps(mem, schemas.ColEmbedding),
+			pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(mem)))
+		if err != nil {
+			return err
+		}
+		if err := fw.Write(rec); err != nil {
+			_ = fw.Close()
+			return err
+		}
+		return fw.Close()
+	})
 }
 
 func syncDir(dir string) error {

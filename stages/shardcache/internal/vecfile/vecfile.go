@@ -4,19 +4,20 @@
 package vecfile
 
 import (
-	"bufio"
 	"container/list"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/reignpipe/reignpipe/internal/atomicfile"
 )
 
 // Companion file of a shard: the same rows' keys and embeddings, uncompressed and fixed-width,
@@ -75,51 +76,19 @@ func Write(path string, seq uint64, dim int, keys []uint64, emb []float32) (int6
 	if len(emb) != len(keys)*dim || len(keys) > math.MaxUint32 {
 		return 0, fmt.Errorf("companion %s: %d floats for %d rows of dim %d", path, len(emb), len(keys), dim)
 	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return 0, err
-	}
-	fail := func(err error) (int64, error) {
-		_ = f.Close()
-		_ = os.Remove(tmp)
-		return 0, err
-	}
-	bw := bufio.NewWriterSize(f, 1<<20)
-	if _, err := bw.Write(EncodeHeader(seq, dim, len(keys))); err != nil {
-		return fail(err)
-	}
-	row := make([]byte, Stride(dim))
-	for i, k := range keys {
-		encodeRow(row, k, emb[i*dim:(i+1)*dim])
-		if _, err := bw.Write(row); err != nil {
-			return fail(err)
+	return atomicfile.WriteAt(path, path+".tmp", func(w io.Writer) error {
+		if _, err := w.Write(EncodeHeader(seq, dim, len(keys))); err != nil {
+			return err
 		}
-	}
-	if err := bw.Flush(); err != nil {
-		return fail(err)
-	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := f.Close(); err != nil {
-		_ = os.Remove(tmp)
-		return 0, err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		_ = os.Remove(tmp)
-		return 0, err
-	}
-	return Size(int64(len(keys)), dim), syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	return errors.Join(err, d.Close())
+		row := make([]byte, Stride(dim))
+		for i, k := range keys {
+			encodeRow(row, k, emb[i*dim:(i+1)*dim])
+			if _, err := w.Write(row); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // DropPageCache tells the kernel that path's pages will not be read soon. Written shards are
