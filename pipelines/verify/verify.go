@@ -21,6 +21,11 @@ type Output struct {
 	Dir     string `json:"dir"`
 	Vectors int64  `json:"vectors"`
 	Error   string `json:"error,omitempty"`
+	// NoManifest counts vectors whose document has no manifest in the cache (the first few
+	// listed): reaggregate cannot rebuild them until a `run --from-scratch` writes the
+	// manifests again (from cached windows: no GN).
+	NoManifest     int64    `json:"docs_without_manifest,omitempty"`
+	NoManifestDocs []string `json:"docs_without_manifest_list,omitempty"`
 }
 
 // Report is what Run found (and did, with repair).
@@ -42,7 +47,7 @@ func (r Report) OK() bool {
 		return false
 	}
 	for _, o := range r.Outputs {
-		if o.Error != "" {
+		if o.Error != "" || o.NoManifest > 0 {
 			return false
 		}
 	}
@@ -55,8 +60,13 @@ func (r Report) OK() bool {
 // Run verifies cfg's cache, outputs and state folder; with repair it also fixes what it can.
 func Run(cfg *pipelines.Config, repair bool) (Report, error) {
 	rep := Report{Pipeline: cfg.Name, Repair: repair, Outputs: []Output{}, Temps: []string{}}
-	if _, err := os.Stat(filepath.Join(cfg.Cache.Dir, "index")); err == nil {
-		cr, err := cache(cfg.Cache.Dir, repair)
+	c, err := openCache(cfg.Cache.Dir)
+	if err != nil {
+		rep.CacheErr = err.Error()
+	}
+	if c != nil {
+		defer c.Close()
+		cr, err := c.Verify(repair)
 		if err != nil {
 			rep.CacheErr = err.Error()
 		} else {
@@ -67,12 +77,34 @@ func Run(cfg *pipelines.Config, repair bool) (Report, error) {
 			}
 		}
 	}
+	// An embedded run puts a document's manifest in the cache before its vector reaches a
+	// sink, so a vector without one means manifests were lost (a damaged index): reaggregate
+	// would silently leave those documents out. The stages of a distributed pipeline keep no
+	// manifests, so there is nothing to cross-check.
+	var manifests *shardcache.Cache
+	if rep.Cache != nil && cfg.Transport.Type != "kafka" {
+		manifests = c
+	}
 	for _, s := range cfg.Sinks {
 		if s.Dir == "" {
 			continue // kafka
 		}
 		o := Output{Dir: s.Dir}
-		err := vectorfile.ReadVectors(s.Dir, func(schemas.DocVector) error { o.Vectors++; return nil })
+		err := vectorfile.ReadVectors(s.Dir, func(v schemas.DocVector) error {
+			o.Vectors++
+			if manifests == nil {
+				return nil
+			}
+			if _, ok, err := manifests.Manifest(v.DocID); err != nil {
+				return err
+			} else if !ok {
+				if o.NoManifest < maxListed {
+					o.NoManifestDocs = append(o.NoManifestDocs, v.DocID)
+				}
+				o.NoManifest++
+			}
+			return nil
+		})
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			o.Error = err.Error()
 		}
@@ -90,19 +122,24 @@ func Run(cfg *pipelines.Config, repair bool) (Report, error) {
 	return rep, nil
 }
 
-// cache opens the cache in the space it was built for (read from its own index: no GN needed)
-// and verifies it.
-func cache(dir string, repair bool) (shardcache.VerifyReport, error) {
+const maxListed = 20
+
+// openCache opens the cache in the space it was built for (read from its own index: no GN
+// needed). No cache yet is (nil, nil); shards without an index is an error saying what the next
+// run does about it.
+func openCache(dir string) (*shardcache.Cache, error) {
+	if _, err := os.Stat(filepath.Join(dir, "index")); err != nil {
+		if shards := glob(filepath.Join(dir, "shards"), "*.parquet"); len(shards) > 0 {
+			return nil, fmt.Errorf("%s holds %d shards but no index: the next run rebuilds the index from the shards (no GN), "+
+				"but the document manifests reaggregate reads are lost until `reignpipe run --from-scratch` writes them again", dir, len(shards))
+		}
+		return nil, nil
+	}
 	fp, dim, k, s, err := shardcache.ReadSpace(dir)
 	if err != nil {
-		return shardcache.VerifyReport{}, err
+		return nil, err
 	}
-	c, err := shardcache.Open(shardcache.Options{Dir: dir, Fingerprint: fp, Dim: dim, K: k, S: s})
-	if err != nil {
-		return shardcache.VerifyReport{}, err
-	}
-	rep, err := c.Verify(repair)
-	return rep, errors.Join(err, c.Close())
+	return shardcache.Open(shardcache.Options{Dir: dir, Fingerprint: fp, Dim: dim, K: k, S: s})
 }
 
 func glob(dir string, patterns ...string) []string {

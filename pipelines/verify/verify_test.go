@@ -2,9 +2,11 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
@@ -37,6 +39,9 @@ run: {state_dir: %q}
 		if _, err := c.Add(shardcache.Row{Key: uint64(100 + i), DocID: "d", Embedding: []float32{float32(i), 1, 2, 3}}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := c.PutManifest(shardcache.Manifest{DocID: "t:a", Version: "1", Fingerprint: "fp@1", K: 8, S: 8, Keys: []uint64{100, 101}}); err != nil {
+		t.Fatal(err)
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
@@ -92,5 +97,67 @@ run: {state_dir: %q}
 	}
 	if changed, _ := Run(cfg, true); changed.OK() || changed.Outputs[0].Error == "" {
 		t.Fatalf("a changed vector part: %+v", changed)
+	}
+}
+
+// An index lost or cut short (Pebble drops a damaged WAL's tail on open) loses document
+// manifests without a trace in the shards: verify says so, first as a missing index and then,
+// once a run has rebuilt the index from the shards, as vectors whose documents have no manifest.
+func TestRunFindsLostManifests(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := pipelines.Parse([]byte(fmt.Sprintf(`version: 1
+name: v
+source: {type: jsonl, path: in.jsonl}
+cache: {dir: %q, rows_per_shard: 2}
+sinks:
+  - {type: parquet, dir: %q}
+`, filepath.Join(dir, "cache"), filepath.Join(dir, "vectors"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := shardcache.Options{Dir: cfg.Cache.Dir, Fingerprint: "fp@1", Dim: 2, K: 8, S: 8, RowsPerShard: 2}
+	c, err := shardcache.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, err := vectorfile.NewParquet(vectorfile.ParquetOptions{Dir: cfg.Sinks[0].Dir, Dim: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{"t:a", "t:b", "t:c"} {
+		key := uint64(10 + i)
+		if _, err := c.Add(shardcache.Row{Key: key, DocID: id, Embedding: []float32{1, float32(i)}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.PutManifest(shardcache.Manifest{DocID: id, Version: "1", Fingerprint: "fp@1", K: 8, S: 8, Keys: []uint64{key}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := sink.Write(context.Background(), schemas.DocVector{DocID: id, Version: "1", Space: "s", Vector: []float32{1, float32(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := errors.Join(c.Close(), sink.Close(context.Background())); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := Run(cfg, false); err != nil || !rep.OK() {
+		t.Fatalf("whole pipeline folder: %+v %v", rep, err)
+	}
+	if err := os.RemoveAll(filepath.Join(cfg.Cache.Dir, "index")); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(cfg, true)
+	if err != nil || rep.OK() || !strings.Contains(rep.CacheErr, "no index") {
+		t.Fatalf("index removed: %+v %v", rep, err)
+	}
+	// What the next run does first: Open indexes the shards again.
+	if c, err = shardcache.Open(opts); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = Run(cfg, false)
+	if err != nil || rep.OK() || rep.Cache == nil || rep.Cache.Entries != 3 || rep.Outputs[0].NoManifest != 3 {
+		t.Fatalf("index rebuilt from the shards, manifests gone: %+v %+v %v", rep, rep.Cache, err)
 	}
 }
