@@ -232,7 +232,7 @@ func (e *stageEnv) ingest(ctx context.Context, dl connectors.DeadLetterSink, f s
 			return ck.Save(ckPath)
 		},
 	}, &c)
-	e.summary("ingest", &c, src.Stats(), start, err)
+	e.summary(ctx, "ingest", &c, src.Stats(), start, err)
 	return err
 }
 
@@ -299,7 +299,7 @@ func (e *stageEnv) aggregate(ctx context.Context, dl connectors.DeadLetterSink, 
 		Input: records.NewChunkSource(cons), Aggregator: agg, GNMeanPool: companion, Sinks: outs, DeadLetter: dl,
 		Space: distributed.Space{Fingerprint: model.Fingerprint(), Dim: model.Dim(), K: params.K, S: params.S},
 	}, distributed.Options{CommitEvery: cfg.Run.CommitEvery, CommitInterval: cfg.Run.CommitInterval.Duration, IdleExit: f.idleExit, Logger: e.log}, &c)
-	e.summary("aggregate", &c, connectors.SourceStats{}, start, err)
+	e.summary(ctx, "aggregate", &c, connectors.SourceStats{}, start, err)
 	return err
 }
 
@@ -314,15 +314,19 @@ func (e *stageEnv) serveMetrics(stage string, c *distributed.Counters, extra fun
 	return stop, nil
 }
 
-// summary prints the stage's JSON summary line (and writes run.summary when set).
-func (e *stageEnv) summary(stage string, c *distributed.Counters, st connectors.SourceStats, start time.Time, runErr error) {
+// summary prints the stage's JSON summary line (and writes run.summary when set). A stage
+// stopped by a signal says "interrupted", as `run` and the embed stage do.
+func (e *stageEnv) summary(ctx context.Context, stage string, c *distributed.Counters, st connectors.SourceStats, start time.Time, runErr error) {
 	s := distributed.Summary{
 		Pipeline: e.cfg.Name, Stage: stage, WallSeconds: time.Since(start).Seconds(),
 		Inputs: c.Inputs.Load(), Written: c.Written.Load(), DeadLetters: c.DeadLetters.Load(), Commits: c.Commits.Load(),
 		Skipped: st.Skipped, Stopped: "completed",
 	}
-	if runErr != nil {
+	switch {
+	case runErr != nil:
 		s.Stopped, s.Error = "failed", runErr.Error()
+	case ctx.Err() != nil:
+		s.Stopped = "interrupted"
 	}
 	out := s.JSON()
 	if e.cfg.Run.Summary != "" {

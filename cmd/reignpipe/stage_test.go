@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -138,7 +139,8 @@ func tail(s string, n int) string {
 	return s
 }
 
-// stop ends a stage with SIGTERM (drain, commit, exit) and wants a clean exit.
+// stop ends a stage with SIGTERM (drain, commit, exit) and wants a clean exit, with a summary
+// that says the stage was interrupted (every stage says so, as `run` does).
 func stop(t *testing.T, label string, cmd *exec.Cmd) {
 	t.Helper()
 	_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -148,6 +150,12 @@ func stop(t *testing.T, label string, cmd *exec.Cmd) {
 	case err := <-done:
 		if err != nil {
 			t.Errorf("%s: exit after SIGTERM: %v", label, err)
+		}
+		if f, ok := cmd.Stdout.(*os.File); ok {
+			b, _ := os.ReadFile(f.Name())
+			if i := bytes.LastIndex(b, []byte(`"stopped": `)); i < 0 || !bytes.HasPrefix(b[i:], []byte(`"stopped": "interrupted"`)) {
+				t.Errorf("%s: the summary after SIGTERM does not say stopped: interrupted:\n%s", label, tail(string(b), 2000))
+			}
 		}
 	case <-time.After(60 * time.Second):
 		_ = cmd.Process.Kill()
