@@ -64,12 +64,9 @@ type Result struct {
 	Extra      int     // documents the clean run does not have
 	AddsUp     bool    // every summary (final run, soft-stopped runs) accounts for every input read
 	Temps      int     // temp files left after the final run (crash leftovers must be cleaned)
-	RerunGN    int64   // windows a from-scratch rerun sent to the GN (the cache must hold them all)
+	RerunGN    int64   // windows a from-scratch rerun sent to the GN (distributed: windows of the clean run no worker cache holds)
 	FinalState string  // the final run's "stopped"
-	// Distributed: a distributed trial, which checks vectors only (the stages' summaries, temps
-	// and a cache rerun are not checked there yet).
-	Distributed bool
-	Err         string
+	Err        string
 }
 
 // OK: the trial kept every promise.
@@ -249,6 +246,10 @@ func (c *Campaign) Trial(i int, f Fault) Result {
 			return r
 		}
 		r.Kills++
+		if err := c.verifyFinds(dir); err != nil {
+			r.Err = err.Error()
+			return r
+		}
 		final = []string{"--from-scratch"}
 	}
 	kills := f.Kills
@@ -436,12 +437,8 @@ func Table(rs []Result) string {
 				status += ": " + strings.ReplaceAll(firstLine(r.Err), "|", "/")
 			}
 		}
-		addsUp, temps, rerun := fmt.Sprint(r.AddsUp), fmt.Sprint(r.Temps), fmt.Sprint(r.RerunGN)
-		if r.Distributed { // checks a distributed trial does not make
-			addsUp, temps, rerun = "n/a", "n/a", "n/a"
-		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %g | %d | %s | %s | %s | %s | %s |\n",
-			r.Fault, r.Kills, r.Lost, r.Wrong, r.MaxDelta, r.Extra, addsUp, temps, rerun, r.FinalState, status)
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %g | %d | %v | %d | %d | %s | %s |\n",
+			r.Fault, r.Kills, r.Lost, r.Wrong, r.MaxDelta, r.Extra, r.AddsUp, r.Temps, r.RerunGN, r.FinalState, status)
 	}
 	fmt.Fprintf(&b, "\n%d/%d trials kept every promise.\n", passed, len(rs))
 	return b.String()

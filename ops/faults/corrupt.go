@@ -12,7 +12,7 @@ import (
 // CorruptFaults damage a finished store in each way the campaign knows.
 func (c *Campaign) CorruptFaults() []Fault {
 	var out []Fault
-	for _, k := range []string{"companion bit", "unreadable shard", "deleted shard", "vector part digit"} {
+	for _, k := range []string{"companion bit", "unreadable shard", "deleted shard", "vector part digit", "index removed", "index log bit"} {
 		out = append(out, Fault{Name: "corrupt: " + k, Corrupt: k})
 	}
 	return out
@@ -20,7 +20,9 @@ func (c *Campaign) CorruptFaults() []Fault {
 
 // corrupt damages the trial's store: one bit of the first companion's first row, the first
 // Parquet shard truncated with its companion gone (nothing to rebuild from), the first shard's
-// files deleted by hand, or one digit of the first JSONL vector part.
+// files deleted by hand, one digit of the first JSONL vector part, the cache's index folder
+// removed, or one bit in the middle of the index's write-ahead log (the fixture's index is
+// small enough to live there; Pebble drops a damaged log's tail when it opens).
 func corrupt(dir, kind string) error {
 	first := func(pattern string) (string, error) {
 		m, _ := filepath.Glob(filepath.Join(dir, pattern))
@@ -54,6 +56,21 @@ func corrupt(dir, kind string) error {
 			return err
 		}
 		return os.Truncate(p, st.Size()/2)
+	case "index removed":
+		return os.RemoveAll(filepath.Join(dir, "cache", "index"))
+	case "index log bit":
+		logs, _ := filepath.Glob(filepath.Join(dir, "cache", "index", "*.log"))
+		var biggest string
+		var size int64
+		for _, p := range logs {
+			if st, err := os.Stat(p); err == nil && st.Size() > size {
+				biggest, size = p, st.Size()
+			}
+		}
+		if size < 64 {
+			return fmt.Errorf("corrupt %s: no write-ahead log with records in the index", kind)
+		}
+		return flip(biggest, size/2)
 	case "vector part digit":
 		p, err := first("vectors-jsonl/part-*.jsonl")
 		if err != nil {
@@ -84,6 +101,18 @@ func flip(path string, at int64) error {
 	}
 	b[at] ^= 0x10
 	return os.WriteFile(path, b, 0o644)
+}
+
+// verifyFinds runs `reignpipe verify` on the damaged trial's pipeline: it must exit 1, the
+// damage found.
+func (c *Campaign) verifyFinds(dir string) error {
+	cmd := exec.Command(c.Bin, "verify", filepath.Join(dir, "pipeline.yaml"))
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == 1 {
+		return nil
+	}
+	return fmt.Errorf("verify of the damaged store: want exit 1, got %v\n%s", err, tail(string(out)))
 }
 
 // verifyRepair runs `reignpipe verify --repair` on the trial's pipeline; it must end OK.

@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -95,7 +97,8 @@ type worker struct {
 	args []string
 	cmd  *exec.Cmd
 	done chan error
-	log  *bytes.Buffer
+	log  *bytes.Buffer // stdout and stderr of every incarnation
+	out  *bytes.Buffer // stdout of the latest incarnation: its summary
 }
 
 func (c *Campaign) startWorker(w *worker) error {
@@ -103,7 +106,8 @@ func (c *Campaign) startWorker(w *worker) error {
 	if w.log == nil {
 		w.log = &bytes.Buffer{}
 	}
-	w.cmd.Stdout, w.cmd.Stderr = w.log, w.log
+	w.out = &bytes.Buffer{}
+	w.cmd.Stdout, w.cmd.Stderr = io.MultiWriter(w.out, w.log), w.log
 	if err := w.cmd.Start(); err != nil {
 		return err
 	}
@@ -130,10 +134,18 @@ func (w *worker) stop(timeout time.Duration) error {
 
 // DistTrial runs ingest, two embed workers and an aggregate worker as processes joined by the
 // broker, kills as f says, and reads the vector topic until every document of the clean run is
-// there, then compares.
+// there, then compares. Once the stages have stopped it checks their summaries, that no temp
+// file is left, and that the workers' caches reopen, verify clean and hold every window of the
+// clean run (RerunGN counts those they miss).
 func (c *Campaign) DistTrial(i int, f DistFault, b Broker) Result {
-	r := Result{Fault: f.Name, AddsUp: true, FinalState: "completed", Distributed: true}
+	r := Result{Fault: f.Name, FinalState: "completed"}
 	dir := filepath.Join(c.Work, fmt.Sprintf("dist-%03d", i))
+	// A kept -work folder holds an earlier campaign's trial: its ingest checkpoint would skip
+	// the whole corpus.
+	if err := os.RemoveAll(dir); err != nil {
+		r.Err = err.Error()
+		return r
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		r.Err = err.Error()
 		return r
@@ -203,9 +215,22 @@ func (c *Campaign) DistTrial(i int, f DistFault, b Broker) Result {
 	}
 	got, err := readVectorTopic(b, topics+".vectors", c.ref, c.Timeout)
 	if err != nil {
+		// A stalled trial: the stages' goroutine dumps (SIGQUIT) and whole logs go beside the
+		// trial's files, for whoever keeps -work.
 		r.Err = err.Error()
 		for _, n := range []string{"ingest", "embed-a", "embed-b", "aggregate"} {
-			r.Err += fmt.Sprintf("\n--- %s ---\n%s", n, tail(ws[n].log.String()))
+			w := ws[n]
+			if w.cmd.ProcessState == nil {
+				_ = w.cmd.Process.Signal(syscall.SIGQUIT)
+				select {
+				case <-w.done:
+				case <-time.After(5 * time.Second):
+					w.kill()
+				}
+			}
+			log := filepath.Join(dir, n+".log")
+			_ = os.WriteFile(log, w.log.Bytes(), 0o644)
+			r.Err += fmt.Sprintf("\n--- %s (whole log: %s) ---\n%s", n, log, tail(w.log.String()))
 		}
 		return r
 	}
@@ -220,6 +245,28 @@ func (c *Campaign) DistTrial(i int, f DistFault, b Broker) Result {
 	// The same windows and GN as the embedded clean run: vectors agree to the float rounding
 	// of a different batch composition, which the stage tests hold to 1e-6.
 	c.compare(&r, got, 1e-6)
+	if r.Err != "" {
+		return r
+	}
+	outs := map[string]string{}
+	for n, w := range ws {
+		outs[n] = w.out.String()
+	}
+	if err := c.checkStageSummaries(outs); err != nil {
+		r.Err = "summaries: " + err.Error()
+	} else {
+		r.AddsUp = true
+	}
+	var temps []string
+	r.Temps, temps = crashTemps(dir)
+	if r.Temps > 0 && r.Err == "" {
+		r.Err = "temps left: " + strings.Join(temps, ", ")
+	}
+	n, err := uncachedWindows(filepath.Join(c.Work, "reference", "cache"), []string{filepath.Join(dir, "cache-a"), filepath.Join(dir, "cache-b")})
+	if err != nil && r.Err == "" {
+		r.Err = "caches: " + err.Error()
+	}
+	r.RerunGN = n
 	return r
 }
 

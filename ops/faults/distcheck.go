@@ -1,0 +1,162 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
+
+	"github.com/reignpipe/reignpipe/stages/shardcache"
+)
+
+// stageCounts is what the campaign reads of a stage's summary: ingest and aggregate print
+// distributed.Summary, the embed stage the embedded runner's (with docs_failed and friends).
+type stageCounts struct {
+	Stopped     string `json:"stopped"`
+	Error       string `json:"error"`
+	Inputs      int64  `json:"inputs_read"`
+	Written     int64  `json:"docs_written"`
+	DeadLetters int64  `json:"dead_letters"`
+	Failed      int64  `json:"docs_failed"`
+	Resumed     int64  `json:"docs_resumed"`
+	Abandoned   int64  `json:"docs_abandoned"`
+}
+
+// stageSummary reads the JSON summary a stage process printed on its standard output as it
+// ended (the last incarnation's: a killed process prints none).
+func stageSummary(stdout string) (stageCounts, error) {
+	var s stageCounts
+	i := strings.LastIndex(stdout, "{\n")
+	if i < 0 {
+		return s, errors.New("no summary on standard output")
+	}
+	if err := json.Unmarshal([]byte(stdout[i:]), &s); err != nil {
+		return s, fmt.Errorf("summary: %w", err)
+	}
+	return s, nil
+}
+
+// checkStageSummaries holds the stages' summaries to the promises of the embedded summary:
+// ingest (never killed) accounts for every input of the corpus, with the clean run's dead
+// letters and no more; the last embed and aggregate incarnations, soft-stopped once every
+// vector was published, ended without an error, dead-lettered nothing and account for every input
+// they read.
+func (c *Campaign) checkStageSummaries(stdout map[string]string) error {
+	var problems []string
+	for _, name := range []string{"ingest", "embed-a", "embed-b", "aggregate"} {
+		s, err := stageSummary(stdout[name])
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", name, err))
+			continue
+		}
+		failed := s.DeadLetters + s.Failed
+		// Ingest ends by itself (--idle-exit); the others are stopped by SIGTERM, a soft stop.
+		want := "completed"
+		if name != "ingest" {
+			want = "interrupted"
+		}
+		if s.Error != "" || s.Stopped != want {
+			problems = append(problems, fmt.Sprintf("%s stopped %q, want %q: %s", name, s.Stopped, want, s.Error))
+		}
+		if s.Inputs != s.Written+failed+s.Resumed+s.Abandoned {
+			problems = append(problems, fmt.Sprintf("%s: %d inputs read, %d written + %d dead-lettered + %d resumed + %d abandoned",
+				name, s.Inputs, s.Written, failed, s.Resumed, s.Abandoned))
+		}
+		if name == "ingest" && (s.Written != int64(len(c.ref)) || failed != c.refFailed) {
+			problems = append(problems, fmt.Sprintf("ingest wrote %d documents and dead-lettered %d, the clean run %d and %d", s.Written, failed, len(c.ref), c.refFailed))
+		}
+		if name != "ingest" && failed != 0 {
+			problems = append(problems, fmt.Sprintf("%s dead-lettered %d inputs of a good corpus", name, failed))
+		}
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// crashTemps counts temp files left anywhere under dir once every stage has stopped: the
+// shard writers' *.tmp, atomicfile's hidden .tmp-*, and the vector sinks' .part-*.tmp.
+func crashTemps(dir string) (int, []string) {
+	var found []string
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		n := d.Name()
+		if strings.HasSuffix(n, ".tmp") || strings.HasPrefix(n, ".tmp-") {
+			found = append(found, p)
+		}
+		return nil
+	})
+	return len(found), found
+}
+
+// uncachedWindows opens every embed worker's cache (after they stopped), verifies it, and counts
+// the clean run's windows that none of them holds: the windows a rerun could have to send to
+// the GN again, whichever worker its partitions land on. The clean run's cache has a manifest
+// (the ordered window keys) per document; the workers' caches are keyed the same way.
+func uncachedWindows(refCache string, workers []string) (int64, error) {
+	open := func(dir string) (*shardcache.Cache, int, error) {
+		fp, dim, k, s, err := shardcache.ReadSpace(dir)
+		if err != nil {
+			return nil, 0, err
+		}
+		c, err := shardcache.Open(shardcache.Options{Dir: dir, Fingerprint: fp, Dim: dim, K: k, S: s})
+		return c, dim, err
+	}
+	ref, _, err := open(refCache)
+	if err != nil {
+		return 0, fmt.Errorf("clean run's cache: %w", err)
+	}
+	var keys []uint64
+	seen := map[uint64]bool{}
+	err = ref.ScanManifests(func(m shardcache.Manifest) error {
+		for _, k := range m.Keys {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+		return nil
+	})
+	if cerr := ref.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, fmt.Errorf("clean run's manifests: %w", err)
+	}
+	if len(keys) == 0 {
+		return 0, errors.New("the clean run's cache has no manifests")
+	}
+	held := map[uint64]bool{}
+	for _, dir := range workers {
+		c, dim, err := open(dir)
+		if err != nil {
+			return 0, fmt.Errorf("reopening %s: %w", dir, err)
+		}
+		rep, err := c.Verify(false)
+		if err == nil && !rep.OK() {
+			err = fmt.Errorf("verify found %d problems: %+v", rep.ProblemCount, rep)
+		}
+		dst := make([]float32, dim)
+		for _, k := range keys {
+			if err != nil {
+				break
+			}
+			var ok bool
+			if ok, err = c.Get(k, dst); ok {
+				held[k] = true
+			}
+		}
+		if cerr := c.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", dir, err)
+		}
+	}
+	return int64(len(keys) - len(held)), nil
+}
