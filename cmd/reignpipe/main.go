@@ -46,7 +46,7 @@ var sources = map[string]func(pipelines.SourceConfig) (connectors.Source, error)
 			return nil, err
 		}
 		return files(c, func(p string) (connectors.Source, error) {
-			return uspto.Open(uspto.Options{Path: p, Sections: c.Sections})
+			return uspto.Open(uspto.Options{Path: p, Sections: c.Sections, MaxDocBytes: usptoRecordBound(c.MaxDocBytes)})
 		})
 	},
 }
@@ -61,6 +61,16 @@ func jsonlLineBound(maxDocBytes int64) int {
 		return 0 // the reader's own bound
 	}
 	return int(maxDocBytes) + 1<<20
+}
+
+// usptoRecordBound is the longest patent XML record worth reading under source.max_doc_bytes:
+// twice the text bound, for the markup around the text (the default, 32 MiB of text, gives the
+// splitter's own 64 MiB). A longer record is skipped as a bad input without being held.
+func usptoRecordBound(maxDocBytes int64) int64 {
+	if maxDocBytes <= 0 {
+		return 0 // the splitter's own bound
+	}
+	return 2 * maxDocBytes
 }
 
 // files opens a path of per-file sources: watched, or a fixed set read once.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/internal/testenv"
 	"github.com/reignpipe/reignpipe/pipelines"
@@ -251,5 +253,29 @@ func TestClearDirKeepsTheFolder(t *testing.T) {
 	}
 	if err := clearDir(filepath.Join(dir, "missing")); err != nil {
 		t.Fatalf("clearDir of a missing folder: %v", err)
+	}
+}
+
+// source.max_doc_bytes reaches the patent splitter: a record past twice the bound is a bad
+// input naming the bound, and the next record is still read.
+func TestUSPTORecordBoundFollowsMaxDocBytes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ipg.xml")
+	big := "<?xml version=\"1.0\"?>\n<us-patent-grant>" + strings.Repeat("x", 5000) + "</us-patent-grant>\n"
+	small := "<?xml version=\"1.0\"?>\n<us-patent-grant></us-patent-grant>\n"
+	if err := os.WriteFile(path, []byte(big+small), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src, err := sources["uspto"](pipelines.SourceConfig{Path: path, MaxDocBytes: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close(context.Background())
+	_, _, err = src.Read(context.Background())
+	var bad *connectors.BadInputError
+	if !errors.As(err, &bad) || !strings.Contains(err.Error(), "2000-byte limit") {
+		t.Fatalf("first record: %v, want a bad input over the 2000-byte limit", err)
+	}
+	if _, _, err := src.Read(context.Background()); errors.As(err, &bad) && strings.Contains(err.Error(), "limit") {
+		t.Fatalf("second record refused too: %v", err)
 	}
 }
