@@ -21,6 +21,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/reignpipe/reignpipe/connectors/uspto"
+	"github.com/reignpipe/reignpipe/internal/commitpolicy"
 	"github.com/reignpipe/reignpipe/stages/gn/gnbatch"
 )
 
@@ -234,7 +235,7 @@ func Defaults() *Config {
 		Cache:     CacheConfig{Dir: "out/cache", RowsPerShard: 8192},
 		Aggregate: AggregateConfig{Type: "meanpool", SingleChunk: "reign"},
 		Run: RunConfig{
-			StateDir: "out/state", CommitEvery: 512, CommitInterval: Duration{10 * time.Second},
+			StateDir: "out/state", CommitEvery: commitpolicy.Every, CommitInterval: Duration{commitpolicy.Interval},
 			Queue: 64, Progress: "auto", DrainTimeout: Duration{30 * time.Second}, InflightBytes: 64 << 20,
 		},
 		Transport: TransportConfig{Type: "embedded", Kafka: KafkaConfig{

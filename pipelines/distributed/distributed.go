@@ -21,13 +21,14 @@ import (
 	"time"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/internal/commitpolicy"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
 // Options pace commits; zero values take the defaults.
 type Options struct {
-	CommitEvery    int           // inputs between commits (default 512)
-	CommitInterval time.Duration // and at most this long between commits (default 5s)
+	CommitEvery    int           // inputs between commits (default commitpolicy.Every)
+	CommitInterval time.Duration // and at most this long between commits (default commitpolicy.Interval)
 	// IdleExit ends the stage once no input arrived for this long (a backfill that is done);
 	// 0 runs until the context is cancelled, as a continuous stage does.
 	IdleExit time.Duration
@@ -35,12 +36,7 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
-	if o.CommitEvery <= 0 {
-		o.CommitEvery = 512
-	}
-	if o.CommitInterval <= 0 {
-		o.CommitInterval = 5 * time.Second
-	}
+	commitpolicy.Defaults(&o.CommitEvery, &o.CommitInterval)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}

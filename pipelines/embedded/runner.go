@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/internal/commitpolicy"
 	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/aggregate"
 	"github.com/reignpipe/reignpipe/stages/chunk"
@@ -93,8 +94,8 @@ type ChunkSink interface {
 
 // Options tune the runner.
 type Options struct {
-	CommitEvery     int           // documents between commits (default 512)
-	CommitInterval  time.Duration // and at most this long between commits (default 10s)
+	CommitEvery     int           // documents between commits (default commitpolicy.Every)
+	CommitInterval  time.Duration // and at most this long between commits (default commitpolicy.Interval)
 	TokenizeWorkers int           // default: all cores
 	Queue           int           // documents buffered between stages (default 64)
 	DrainTimeout    time.Duration // soft stop → hard stop (default 30s)
@@ -116,12 +117,7 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
-	if o.CommitEvery <= 0 {
-		o.CommitEvery = 512
-	}
-	if o.CommitInterval <= 0 {
-		o.CommitInterval = 10 * time.Second
-	}
+	commitpolicy.Defaults(&o.CommitEvery, &o.CommitInterval)
 	if o.TokenizeWorkers <= 0 {
 		o.TokenizeWorkers = runtime.NumCPU()
 	}
