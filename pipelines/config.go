@@ -61,8 +61,8 @@ type SourceConfig struct {
 	Poll    Duration `yaml:"poll"`    // how often a watched directory is listed; default 10s
 	// MaxDocBytes bounds one document's text: a larger one is dead-lettered with its size, so
 	// one huge input cannot take the run's memory. The readers that can bound their records
-	// before holding them follow it (JSONL lines: the bound + 1 MiB; patent XML records: twice
-	// the bound). 0 = no bound.
+	// before holding them follow it (JSONL lines: the bound + 1 MiB; patent XML records and
+	// Wikipedia pages: twice the bound). 0 = no bound.
 	MaxDocBytes int64 `yaml:"max_doc_bytes"`
 
 	// StateFile is where a watched source keeps its per-file checkpoint (set by the runner

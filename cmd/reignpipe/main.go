@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"strings"
@@ -32,7 +33,7 @@ const version = "0.1.0"
 // sources maps source.type to its constructor.
 var sources = map[string]func(pipelines.SourceConfig) (connectors.Source, error){
 	"wikipedia": func(c pipelines.SourceConfig) (connectors.Source, error) {
-		return wikipedia.Open(wikipedia.Options{Path: c.Path, Index: c.Index, Source: c.Name, Workers: c.Workers})
+		return wikipedia.Open(wikipedia.Options{Path: c.Path, Index: c.Index, Source: c.Name, Workers: c.Workers, MaxPageBytes: int(markupBound(c.MaxDocBytes))})
 	},
 	// jsonl and uspto also take a directory or a glob (files read in name order), or watch a
 	// directory (watch: true).
@@ -46,7 +47,7 @@ var sources = map[string]func(pipelines.SourceConfig) (connectors.Source, error)
 			return nil, err
 		}
 		return files(c, func(p string) (connectors.Source, error) {
-			return uspto.Open(uspto.Options{Path: p, Sections: c.Sections, MaxDocBytes: usptoRecordBound(c.MaxDocBytes)})
+			return uspto.Open(uspto.Options{Path: p, Sections: c.Sections, MaxDocBytes: markupBound(c.MaxDocBytes)})
 		})
 	},
 }
@@ -63,14 +64,15 @@ func jsonlLineBound(maxDocBytes int64) int {
 	return int(maxDocBytes) + 1<<20
 }
 
-// usptoRecordBound is the longest patent XML record worth reading under source.max_doc_bytes:
-// twice the text bound, for the markup around the text (the default, 32 MiB of text, gives the
-// splitter's own 64 MiB). A longer record is skipped as a bad input without being held.
-func usptoRecordBound(maxDocBytes int64) int64 {
+// markupBound is the longest XML record (a patent, a Wikipedia page) worth reading under
+// source.max_doc_bytes: twice the text bound, for the markup around the text (the default, 32 MiB
+// of text, gives the patent splitter's own 64 MiB). A longer record is skipped as a bad input
+// without being held.
+func markupBound(maxDocBytes int64) int64 {
 	if maxDocBytes <= 0 {
-		return 0 // the splitter's own bound
+		return 0 // the reader's own bound
 	}
-	return 2 * maxDocBytes
+	return min(2*maxDocBytes, math.MaxInt32)
 }
 
 // files opens a path of per-file sources: watched, or a fixed set read once.

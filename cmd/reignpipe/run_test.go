@@ -279,3 +279,30 @@ func TestUSPTORecordBoundFollowsMaxDocBytes(t *testing.T) {
 		t.Fatalf("second record refused too: %v", err)
 	}
 }
+
+// The same bound reaches the Wikipedia reader: a page past twice source.max_doc_bytes is a bad
+// input naming the page.
+func TestWikipediaPageBoundFollowsMaxDocBytes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "testwiki-pages.xml")
+	page := func(id int, text string) string {
+		return fmt.Sprintf("<page><title>T%d</title><ns>0</ns><id>%d</id><revision><id>%d</id><text>%s</text></revision></page>\n", id, id, id+100, text)
+	}
+	dump := "<mediawiki><siteinfo><dbname>testwiki</dbname></siteinfo>\n" + page(1, strings.Repeat("word ", 1000)) + page(2, "short text") + "</mediawiki>\n"
+	if err := os.WriteFile(path, []byte(dump), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src, err := sources["wikipedia"](pipelines.SourceConfig{Path: path, MaxDocBytes: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close(context.Background())
+	_, ack, err := src.Read(context.Background())
+	var bad *connectors.BadInputError
+	if !errors.As(err, &bad) || bad.DocID != "testwiki:1" || !strings.Contains(err.Error(), "over the bound of 2000") {
+		t.Fatalf("first page: %v, want a bad input over the bound of 2000", err)
+	}
+	_ = ack(context.Background(), err)
+	if d, _, err := src.Read(context.Background()); err != nil || d.ID != "testwiki:2" {
+		t.Fatalf("second page: %v %v", d.ID, err)
+	}
+}

@@ -236,7 +236,7 @@ func (s *segScan) add(it item) error {
 // scan hands out the elements of text. On an error it returns the bytes the scanner held
 // unread (the start of the page it could not finish), for the error to name that page.
 func (s *segScan) scan(ctx context.Context, text io.Reader) ([]byte, error) {
-	sc := newScanner(text)
+	sc := newScanner(text, s.r.opts.MaxPageBytes)
 	for {
 		kind, elem, err := sc.next()
 		if err == io.EOF {
@@ -252,6 +252,16 @@ func (s *segScan) scan(ctx context.Context, text io.Reader) ([]byte, error) {
 			s.ordinal++
 			s.cur.pages++
 			err = s.add(item{ordinal: s.ordinal, bad: errors.New("<page> not closed before the next <page>")})
+		case elemLargePage:
+			s.ordinal++
+			s.cur.pages++
+			title, id := pageHead(elem)
+			if id != "" {
+				s.seen[id] = true // not lost: refused
+				s.lastTitle, s.lastID = title, id
+			}
+			err = s.add(item{ordinal: s.ordinal, title: title, pageID: id,
+				bad: fmt.Errorf("page of %d bytes is over the bound of %d (twice source.max_doc_bytes); skipped without being held", sc.skippedBytes, sc.maxPage)})
 		case elemPage:
 			s.ordinal++
 			s.cur.pages++

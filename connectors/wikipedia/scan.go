@@ -22,7 +22,14 @@ const (
 	elemPage = iota + 1
 	elemSiteinfo
 	elemBadPage // a <page> cut short by the next <page> start tag
+	// elemLargePage is a <page> longer than the scanner's page bound, skipped without being
+	// held: the bytes returned are its first headBytes (enough for its title and id) and
+	// skippedBytes its length.
+	elemLargePage
 )
+
+// headBytes of a page too large to hold are kept to name it.
+const headBytes = 64 << 10
 
 // maxElement bounds one element's size: the largest real pages are a few MiB, and a missing
 // </page> must not make the scanner buffer the rest of a 100 GB dump.
@@ -41,10 +48,18 @@ type scanner struct {
 	start, end int // unread bytes are buf[start:end]
 	eof        bool
 	readErr    error
+	// maxPage bounds a <page> held whole; a longer one is skipped (elemLargePage).
+	maxPage      int
+	head         []byte
+	skippedBytes int64
 }
 
-func newScanner(r io.Reader) *scanner {
-	return &scanner{r: r, buf: make([]byte, 1<<20)}
+// newScanner scans r; maxPage <= 0 holds pages up to maxElement.
+func newScanner(r io.Reader, maxPage int) *scanner {
+	if maxPage <= 0 || maxPage > maxElement {
+		maxPage = maxElement
+	}
+	return &scanner{r: r, buf: make([]byte, 1<<20), maxPage: maxPage}
 }
 
 // fill reads more input, compacting or growing the buffer; it reports false at end of input.
@@ -122,10 +137,20 @@ func (s *scanner) next() (int, []byte, error) {
 						return elemBadPage, elem, nil
 					}
 				}
+				if kind == elemPage && len(elem) > s.maxPage {
+					// Already read whole (it fit the buffer): refused all the same.
+					s.head = append(s.head[:0], elem[:min(headBytes, len(elem))]...)
+					s.skippedBytes = int64(len(elem))
+					s.start = elemEnd
+					return elemLargePage, s.head, nil
+				}
 				s.start = elemEnd
 				return kind, elem, nil
 			}
 			searched = max(1, s.end-s.start-len(endTag))
+			if kind == elemPage && s.end-s.start > s.maxPage {
+				return s.skipPage()
+			}
 			if s.end-s.start > maxElement {
 				return 0, nil, fmt.Errorf("element at input byte offset ~%d exceeds %d MiB without its end tag", s.start, maxElement>>20)
 			}
@@ -137,6 +162,67 @@ func (s *scanner) next() (int, []byte, error) {
 			}
 		}
 	}
+}
+
+// skipPage reads past a <page> that started at s.start and is already longer than maxPage,
+// keeping only its head and a few bytes to find a tag split across reads. It ends at the page's
+// end tag or at the next page's start tag (a page that lost its end), so memory stays at the
+// buffer's size whatever the page's length.
+func (s *scanner) skipPage() (int, []byte, error) {
+	s.head = append(s.head[:0], s.buf[s.start:s.start+min(headBytes, s.end-s.start)]...)
+	s.skippedBytes = 0
+	keep := len(pageStart) // a tag cut by the end of the buffer is found on the next pass
+	from := s.start + 1
+	for {
+		window := s.buf[from:s.end]
+		endAt, nextAt := bytes.Index(window, pageEnd), bytes.Index(window, pageStart)
+		switch {
+		case endAt >= 0 && (nextAt < 0 || endAt < nextAt):
+			stop := from + endAt + len(pageEnd)
+			s.skippedBytes += int64(stop - s.start)
+			s.start = stop
+			return elemLargePage, s.head, nil
+		case nextAt >= 0:
+			stop := from + nextAt
+			s.skippedBytes += int64(stop - s.start)
+			s.start = stop
+			return elemLargePage, s.head, nil
+		}
+		if s.end-from > keep {
+			s.skippedBytes += int64(s.end - keep - s.start)
+			s.start = s.end - keep
+		}
+		if !s.fill() {
+			if err := s.endErr(); err != io.EOF {
+				return 0, nil, err
+			}
+			return 0, nil, errors.New("input ends inside a <page> element (truncated file?)")
+		}
+		from = s.start
+	}
+}
+
+// pageHead finds the title and page id in the head of a page too large to parse whole (the
+// page's own <id> comes before its revision's).
+func pageHead(b []byte) (title, id string) {
+	own := b
+	if r := bytes.Index(b, []byte("<revision")); r >= 0 {
+		own = b[:r]
+	}
+	return xmlField(b, "title"), xmlField(own, "id")
+}
+
+func xmlField(b []byte, name string) string {
+	open, end := []byte("<"+name+">"), []byte("</"+name+">")
+	i := bytes.Index(b, open)
+	if i < 0 {
+		return ""
+	}
+	j := bytes.Index(b[i+len(open):], end)
+	if j < 0 {
+		return ""
+	}
+	return string(b[i+len(open) : i+len(open)+j])
 }
 
 // pending returns the bytes read but not yet handed out.

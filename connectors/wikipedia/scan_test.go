@@ -66,7 +66,7 @@ func TestParsePage(t *testing.T) {
 }
 
 func scanAll(in io.Reader) (kinds []int, elems []string, err error) {
-	sc := newScanner(in)
+	sc := newScanner(in, 0)
 	for {
 		k, e, err := sc.next()
 		if err == io.EOF {

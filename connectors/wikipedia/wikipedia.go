@@ -47,6 +47,9 @@ type Options struct {
 	Workers int
 	// Namespaces lists the namespaces to emit (nil = [0], articles).
 	Namespaces []int
+	// MaxPageBytes bounds a <page> element held in memory; a longer page is a bad input,
+	// skipped without being held (0 = 256 MiB, the most there is).
+	MaxPageBytes int
 }
 
 var sourceName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
@@ -57,6 +60,9 @@ func (o *Options) validate() error {
 	}
 	if o.Workers < 0 {
 		return fmt.Errorf("wikipedia: Workers must be >= 0, got %d", o.Workers)
+	}
+	if o.MaxPageBytes < 0 {
+		return fmt.Errorf("wikipedia: MaxPageBytes must be >= 0, got %d", o.MaxPageBytes)
 	}
 	if o.Source != "" && !sourceName.MatchString(o.Source) {
 		return fmt.Errorf("wikipedia: Source %q must match %s", o.Source, sourceName)
