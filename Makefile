@@ -80,7 +80,7 @@ test-go:
 # expires while a worker is mid-call on a loaded machine (golang/go#75804, fixed in Go 1.27).
 SMOKE_FUZZ := ./connectors/uspto/patentxml/:FuzzParseDocument ./connectors/uspto/:FuzzSplit \
 	./connectors/wikipedia/:FuzzScanPages ./connectors/wikipedia/wikitext/:FuzzPlain ./connectors/jsonl/:FuzzParseLine \
-	./connectors/wikipedia/:FuzzParseNamespaces ./connectors/textpolicy/:FuzzClean \
+	./connectors/wikipedia/:FuzzParseNamespaces ./connectors/wikipedia/:FuzzScanBounded ./connectors/textpolicy/:FuzzClean \
 	./schemas/:FuzzDecodeChunkDoc ./schemas/:FuzzDecodeDocVector ./schemas/:FuzzDecodeRawDocument \
 	./connectors/kafka/fragment/:FuzzFragmentHeaders ./connectors/kafka/fragment/:FuzzAssembler \
 	./pipelines/irdata/:FuzzLoCoRecords

@@ -1,6 +1,7 @@
 package wikipedia
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -73,4 +74,36 @@ func TestSkipPageHoldsNoMore(t *testing.T) {
 	if len(sc.buf) > 2<<20 {
 		t.Errorf("buffer grew to %d bytes", len(sc.buf))
 	}
+}
+
+// Under a small page bound every page handed out is within it, and what is skipped is named
+// from its head without panicking, whatever the input.
+func FuzzScanBounded(f *testing.F) {
+	f.Add([]byte(`<page><title>T</title><id>1</id>` + strings.Repeat("x", 200) + `</page><page><title>U</title></page>`), 64)
+	f.Add([]byte(`<page><page></page>`), 8)
+	f.Add([]byte(`<page>`+strings.Repeat("</pag", 50)), 16)
+	f.Fuzz(func(t *testing.T, in []byte, max int) {
+		if max < 0 {
+			max = -max
+		}
+		sc := newScanner(bytes.NewReader(in), max%4096)
+		for range len(in) + 1 {
+			kind, elem, err := sc.next()
+			if err != nil {
+				return
+			}
+			switch kind {
+			case elemPage:
+				if len(elem) > sc.maxPage {
+					t.Fatalf("page of %d bytes handed out under a bound of %d", len(elem), sc.maxPage)
+				}
+			case elemLargePage:
+				_, _ = pageHead(elem)
+				if sc.skippedBytes <= int64(sc.maxPage) || len(elem) > headBytes {
+					t.Fatalf("skipped %d bytes under a bound of %d, head %d", sc.skippedBytes, sc.maxPage, len(elem))
+				}
+			}
+		}
+		t.Fatal("the scanner did not end")
+	})
 }

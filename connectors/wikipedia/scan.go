@@ -169,6 +169,13 @@ func (s *scanner) next() (int, []byte, error) {
 // end tag or at the next page's start tag (a page that lost its end), so memory stays at the
 // buffer's size whatever the page's length.
 func (s *scanner) skipPage() (int, []byte, error) {
+	// A short page that lost its end tag, with the next page already read, is a bad page,
+	// as the unbounded path reports it, not a large one.
+	if k := bytes.Index(s.buf[s.start+1:s.end], pageStart); k >= 0 && k+1 <= s.maxPage {
+		elem := s.buf[s.start : s.start+1+k]
+		s.start += 1 + k
+		return elemBadPage, elem, nil
+	}
 	s.head = append(s.head[:0], s.buf[s.start:s.start+min(headBytes, s.end-s.start)]...)
 	s.skippedBytes = 0
 	keep := len(pageStart) // a tag cut by the end of the buffer is found on the next pass
@@ -178,15 +185,9 @@ func (s *scanner) skipPage() (int, []byte, error) {
 		endAt, nextAt := bytes.Index(window, pageEnd), bytes.Index(window, pageStart)
 		switch {
 		case endAt >= 0 && (nextAt < 0 || endAt < nextAt):
-			stop := from + endAt + len(pageEnd)
-			s.skippedBytes += int64(stop - s.start)
-			s.start = stop
-			return elemLargePage, s.head, nil
+			return s.skipped(from + endAt + len(pageEnd))
 		case nextAt >= 0:
-			stop := from + nextAt
-			s.skippedBytes += int64(stop - s.start)
-			s.start = stop
-			return elemLargePage, s.head, nil
+			return s.skipped(from + nextAt)
 		}
 		if s.end-from > keep {
 			s.skippedBytes += int64(s.end - keep - s.start)
@@ -200,6 +201,16 @@ func (s *scanner) skipPage() (int, []byte, error) {
 		}
 		from = s.start
 	}
+}
+
+// skipped ends a skip at stop, the head cut to the page's own bytes.
+func (s *scanner) skipped(stop int) (int, []byte, error) {
+	s.skippedBytes += int64(stop - s.start)
+	s.start = stop
+	if int64(len(s.head)) > s.skippedBytes {
+		s.head = s.head[:s.skippedBytes]
+	}
+	return elemLargePage, s.head, nil
 }
 
 // pageHead finds the title and page id in the head of a page too large to parse whole (the
