@@ -18,7 +18,7 @@ PEERS_PY := $(PEERS_VENV)/bin/python
 GO ?= go
 # Packages with concurrency worth running under the race detector.
 RACE_PKGS := ./pipelines/embedded/ ./pipelines/distributed/ ./stages/gn/ ./stages/shardcache/ ./connectors/vectorfile/ \
-	./connectors/watchdir/ ./connectors/kafka/ ./connectors/kafka/offsets/
+	./connectors/watchdir/ ./connectors/kafka/ ./internal/kafka/ ./internal/kafka/offsets/
 
 .PHONY: all build fetch kafka tools pydeps train-deps demo test test-go test-unshared fuzz-smoke fuzz bench bench-peers clean
 
@@ -82,7 +82,7 @@ SMOKE_FUZZ := ./connectors/uspto/patentxml/:FuzzParseDocument ./connectors/uspto
 	./connectors/wikipedia/:FuzzScanPages ./connectors/wikipedia/wikitext/:FuzzPlain ./connectors/jsonl/:FuzzParseLine \
 	./connectors/wikipedia/:FuzzParseNamespaces ./connectors/wikipedia/:FuzzScanBounded ./connectors/textpolicy/:FuzzClean \
 	./schemas/:FuzzDecodeChunkDoc ./schemas/:FuzzDecodeDocVector ./schemas/:FuzzDecodeRawDocument \
-	./connectors/kafka/fragment/:FuzzFragmentHeaders ./connectors/kafka/fragment/:FuzzAssembler \
+	./internal/kafka/fragment/:FuzzFragmentHeaders ./internal/kafka/fragment/:FuzzAssembler \
 	./pipelines/irdata/:FuzzLoCoRecords
 SMOKE_FUZZTIME ?= 50000x
 fuzz-smoke:

@@ -10,8 +10,8 @@ import (
 
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/connectors/kafka"
-	"github.com/reignpipe/reignpipe/connectors/kafka/records"
 	"github.com/reignpipe/reignpipe/connectors/uspto"
+	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
 	"github.com/reignpipe/reignpipe/internal/promtext"
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/distributed"
@@ -31,9 +31,9 @@ var stageNames = map[string]string{
 }
 
 // rawFormats maps transport.kafka.raw_format to the decoder of the raw topic's values.
-var rawFormats = map[string]func(pipelines.SourceConfig) records.Decoder{
-	"json": func(pipelines.SourceConfig) records.Decoder { return records.RawJSON },
-	"uspto-xml": func(c pipelines.SourceConfig) records.Decoder {
+var rawFormats = map[string]func(pipelines.SourceConfig) kafka.Decoder{
+	"json": func(pipelines.SourceConfig) kafka.Decoder { return kafka.RawJSON },
+	"uspto-xml": func(c pipelines.SourceConfig) kafka.Decoder {
 		return func(v []byte) (schemas.Document, string, error) { return uspto.DecodeXML(v, c.Sections) }
 	},
 }
@@ -80,17 +80,17 @@ func cmdStage(ctx context.Context, args []string) error {
 }
 
 // kafkaClient turns the transport section into a client configuration.
-func kafkaClient(k pipelines.KafkaConfig) (kafka.ClientConfig, error) {
-	c := kafka.ClientConfig{Brokers: k.Brokers, ClientID: k.ClientID}
+func kafkaClient(k pipelines.KafkaConfig) (kafkaclient.ClientConfig, error) {
+	c := kafkaclient.ClientConfig{Brokers: k.Brokers, ClientID: k.ClientID}
 	if t := k.TLS; t != nil {
-		c.TLS = &kafka.TLSConfig{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
+		c.TLS = &kafkaclient.TLSConfig{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
 	}
 	if s := k.SASL; s != nil {
 		pw, err := k.SASLPassword()
 		if err != nil {
 			return c, err
 		}
-		c.SASL = &kafka.SASLConfig{Mechanism: s.Mechanism, Username: s.Username, Password: pw}
+		c.SASL = &kafkaclient.SASLConfig{Mechanism: s.Mechanism, Username: s.Username, Password: pw}
 	}
 	return c, c.Validate()
 }
@@ -98,34 +98,34 @@ func kafkaClient(k pipelines.KafkaConfig) (kafka.ClientConfig, error) {
 // stageEnv is what every stage shares: the client, topic creation, producers.
 type stageEnv struct {
 	cfg    *pipelines.Config
-	client kafka.ClientConfig
+	client kafkaclient.ClientConfig
 	log    *slog.Logger
 }
 
-func (e *stageEnv) producer(topic string) (*kafka.Producer, error) {
+func (e *stageEnv) producer(topic string) (*kafkaclient.Producer, error) {
 	k := e.cfg.Transport.Kafka
-	return kafka.NewProducer(e.client, kafka.ProducerOptions{Topic: topic, MaxRecordBytes: k.MaxRecordBytes, Compression: k.Compression, Logger: e.log})
+	return kafkaclient.NewProducer(e.client, kafkaclient.ProducerOptions{Topic: topic, MaxRecordBytes: k.MaxRecordBytes, Compression: k.Compression, Logger: e.log})
 }
 
-func (e *stageEnv) consumer(stage, topic string) (*kafka.Consumer, error) {
+func (e *stageEnv) consumer(stage, topic string) (*kafkaclient.Consumer, error) {
 	k := e.cfg.Transport.Kafka
-	return kafka.NewConsumer(e.client, kafka.ConsumerOptions{Group: k.GroupFor(stage), Topics: []string{topic}, StartOffset: k.StartOffset, Logger: e.log})
+	return kafkaclient.NewConsumer(e.client, kafkaclient.ConsumerOptions{Group: k.GroupFor(stage), Topics: []string{topic}, StartOffset: k.StartOffset, Logger: e.log})
 }
 
 // ensureTopics creates the pipeline's topics when missing. The vector topic is compacted: it is
 // keyed by document id, so it converges to the newest vector of every document.
 func (e *stageEnv) ensureTopics(ctx context.Context) error {
 	k := e.cfg.Transport.Kafka
-	spec := func(name string, conf map[string]string) kafka.TopicSpec {
-		return kafka.TopicSpec{Name: name, Partitions: k.Partitions, ReplicationFactor: k.ReplicationFactor, Config: conf}
+	spec := func(name string, conf map[string]string) kafkaclient.TopicSpec {
+		return kafkaclient.TopicSpec{Name: name, Partitions: k.Partitions, ReplicationFactor: k.ReplicationFactor, Config: conf}
 	}
-	specs := []kafka.TopicSpec{spec(k.RawTopic(), nil), spec(k.ChunksTopic(), nil), spec(k.DeadLetterTopic(), nil)}
+	specs := []kafkaclient.TopicSpec{spec(k.RawTopic(), nil), spec(k.ChunksTopic(), nil), spec(k.DeadLetterTopic(), nil)}
 	for _, s := range e.cfg.Sinks {
 		if s.Type == "kafka" {
 			specs = append(specs, spec(vectorTopic(k, s), map[string]string{"cleanup.policy": "compact"}))
 		}
 	}
-	return kafka.EnsureTopics(ctx, e.client, specs...)
+	return kafkaclient.EnsureTopics(ctx, e.client, specs...)
 }
 
 func vectorTopic(k pipelines.KafkaConfig, s pipelines.SinkConfig) string {
@@ -140,7 +140,7 @@ func (e *stageEnv) kafkaSink(s pipelines.SinkConfig) (connectors.Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	return records.NewVectorSink(p), nil
+	return kafka.NewVectorSink(p), nil
 }
 
 func runStage(ctx context.Context, cfg *pipelines.Config, name string, f stageFlags) error {
@@ -156,7 +156,7 @@ func runStage(ctx context.Context, cfg *pipelines.Config, name string, f stageFl
 	if err != nil {
 		return err
 	}
-	dl := records.NewDeadLetterTopic(dlp)
+	dl := kafka.NewDeadLetterTopic(dlp)
 	defer dl.Close(context.Background())
 	e.log.Info("stage starting", "does", stageNames[name], "brokers", cfg.Transport.Kafka.Brokers, "topics", cfg.Transport.Kafka.Topics)
 
@@ -171,7 +171,7 @@ func runStage(ctx context.Context, cfg *pipelines.Config, name string, f stageFl
 	if err != nil {
 		return err
 	}
-	src := records.NewDocSource(cons, rawFormats[cfg.Transport.Kafka.RawFormat](cfg.Source))
+	src := kafka.NewDocSource(cons, rawFormats[cfg.Transport.Kafka.RawFormat](cfg.Source))
 	w := wiring{
 		source: idleSource{DocSource: src, idle: f.idleExit}, deadLetter: dl, kafkaSink: e.kafkaSink, stage: name,
 		metrics: func() map[string]float64 {
@@ -183,7 +183,7 @@ func runStage(ctx context.Context, cfg *pipelines.Config, name string, f stageFl
 		if err != nil {
 			return err
 		}
-		cs := records.NewChunkSink(p)
+		cs := kafka.NewChunkSink(p)
 		defer cs.Close(context.Background())
 		w.chunkSinks, w.noVectors = []embedded.ChunkSink{cs}, true
 	}
@@ -202,7 +202,7 @@ func (e *stageEnv) ingest(ctx context.Context, dl connectors.DeadLetterSink, f s
 	if err != nil {
 		return err
 	}
-	out := records.NewRawSink(p)
+	out := kafka.NewRawSink(p)
 	defer out.Close(context.Background())
 	ckPath := embedded.CheckpointPath(cfg.Run.StateDir, cfg.Name+".ingest")
 	if f.fromScratch {
@@ -296,7 +296,7 @@ func (e *stageEnv) aggregate(ctx context.Context, dl connectors.DeadLetterSink, 
 	defer stop()
 	start := time.Now()
 	err = distributed.Aggregate(ctx, distributed.AggregateParts{
-		Input: records.NewChunkSource(cons), Aggregator: agg, GNMeanPool: companion, Sinks: outs, DeadLetter: dl,
+		Input: kafka.NewChunkSource(cons), Aggregator: agg, GNMeanPool: companion, Sinks: outs, DeadLetter: dl,
 		Space: distributed.Space{Fingerprint: model.Fingerprint(), Dim: model.Dim(), K: params.K, S: params.S},
 	}, distributed.Options{CommitEvery: cfg.Run.CommitEvery, CommitInterval: cfg.Run.CommitInterval.Duration, IdleExit: f.idleExit, Logger: e.log}, &c)
 	e.summary(ctx, "aggregate", &c, connectors.SourceStats{}, start, err)
@@ -340,7 +340,7 @@ func (e *stageEnv) summary(ctx context.Context, stage string, c *distributed.Cou
 // idleSource ends a Kafka source (io.EOF) after no document arrived for idle, so a backfill's
 // stage process exits when the work is done; idle 0 never ends it.
 type idleSource struct {
-	*records.DocSource
+	*kafka.DocSource
 	idle time.Duration
 }
 

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/reignpipe/reignpipe/connectors/kafka"
-	"github.com/reignpipe/reignpipe/connectors/kafka/records"
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
+	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
 	"github.com/reignpipe/reignpipe/internal/kafkatest"
 	"github.com/reignpipe/reignpipe/internal/testenv"
 	"github.com/reignpipe/reignpipe/pipelines"
@@ -168,7 +168,7 @@ func stop(t *testing.T, label string, cmd *exec.Cmd) {
 // number of records read (duplicates included).
 func readVectors(t *testing.T, brokers, topic string, want []string, timeout time.Duration, during func(seen int)) (map[string]schemas.DocVector, int) {
 	t.Helper()
-	c, err := kafka.NewConsumer(kafka.ClientConfig{Brokers: []string{brokers}}, kafka.ConsumerOptions{Group: kafkatest.Topic(t, "reader"), Topics: []string{topic}})
+	c, err := kafkaclient.NewConsumer(kafkaclient.ClientConfig{Brokers: []string{brokers}}, kafkaclient.ConsumerOptions{Group: kafkatest.Topic(t, "reader"), Topics: []string{topic}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,10 +192,10 @@ func readVectors(t *testing.T, brokers, topic string, want []string, timeout tim
 		}
 		v, err := schemas.DecodeDocVector(d.Value)
 		if err != nil {
-			t.Fatalf("record %s at %s: %v", d.Key, records.Position(d), err)
+			t.Fatalf("record %s at %s: %v", d.Key, kafka.Position(d), err)
 		}
-		if v.DocID != d.Key || records.HeaderValue(d.Headers, schemas.HeaderSchema) != schemas.SchemaDocVector {
-			t.Fatalf("record key %q / schema header %q for document %q", d.Key, records.HeaderValue(d.Headers, schemas.HeaderSchema), v.DocID)
+		if v.DocID != d.Key || kafka.HeaderValue(d.Headers, schemas.HeaderSchema) != schemas.SchemaDocVector {
+			t.Fatalf("record key %q / schema header %q for document %q", d.Key, kafka.HeaderValue(d.Headers, schemas.HeaderSchema), v.DocID)
 		}
 		got[v.DocID] = v
 		read++

@@ -79,7 +79,7 @@ func TestSkipPageHoldsNoMore(t *testing.T) {
 // Under a small page bound every page handed out is within it, and what is skipped is named
 // from its head without panicking, whatever the input.
 func FuzzScanBounded(f *testing.F) {
-	f.Add([]byte(`<page><title>T</title><id>1</id>` + strings.Repeat("x", 200) + `</page><page><title>U</title></page>`), 64)
+	f.Add([]byte(`<page><title>T</title><id>1</id>`+strings.Repeat("x", 200)+`</page><page><title>U</title></page>`), 64)
 	f.Add([]byte(`<page><page></page>`), 8)
 	f.Add([]byte(`<page>`+strings.Repeat("</pag", 50)), 16)
 	f.Fuzz(func(t *testing.T, in []byte, max int) {

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/reignpipe/reignpipe/connectors/kafka"
+	"github.com/reignpipe/reignpipe/internal/kafka"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/reignpipe/reignpipe/stages/aggregate"
 )
 
-// ChunkInput yields documents' chunk embeddings (connectors/kafka/records.ChunkSource).
+// ChunkInput yields documents' chunk embeddings (connectors/kafka.ChunkSource).
 type ChunkInput interface {
 	// Next blocks until the next document or ctx ends (returns ctx's error). ack marks the
 	// document done; a *connectors.BadInputError comes with an ack too.

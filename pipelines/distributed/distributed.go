@@ -51,7 +51,7 @@ type Counters struct {
 	Watermark   atomic.Int64 // ingest: leading inputs committed (the file checkpoint)
 }
 
-// RawWriter publishes raw documents (connectors/kafka/records.RawSink).
+// RawWriter publishes raw documents (connectors/kafka.RawSink).
 type RawWriter interface {
 	WriteDocument(ctx context.Context, d schemas.Document) error
 	Flush(ctx context.Context) error

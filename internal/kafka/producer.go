@@ -12,7 +12,7 @@ import (
 
 	kafka "github.com/segmentio/kafka-go"
 
-	"github.com/reignpipe/reignpipe/connectors/kafka/fragment"
+	"github.com/reignpipe/reignpipe/internal/kafka/fragment"
 )
 
 // Message is one logical message. Key is the document id: records with one key go to one

@@ -12,8 +12,8 @@ import (
 
 	kafka "github.com/segmentio/kafka-go"
 
-	"github.com/reignpipe/reignpipe/connectors/kafka/fragment"
-	"github.com/reignpipe/reignpipe/connectors/kafka/offsets"
+	"github.com/reignpipe/reignpipe/internal/kafka/fragment"
+	"github.com/reignpipe/reignpipe/internal/kafka/offsets"
 )
 
 // ConsumerOptions configures a Consumer. Zero values take the documented defaults.

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reignpipe/reignpipe/connectors/kafka/fragment"
+	"github.com/reignpipe/reignpipe/internal/kafka/fragment"
 )
 
 // op is one step applied to a watermark: deliver [a, b], ack [a, b] or advance to a.

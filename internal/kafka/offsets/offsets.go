@@ -3,7 +3,7 @@
 // for each partition (the first record that is not done), and ignores acks, records and commits
 // that belong to a generation that was revoked by a rebalance.
 //
-// It does no I/O: the consumer (connectors/kafka) reads the partitions, calls the broker to
+// It does no I/O: the consumer (internal/kafka) reads the partitions, calls the broker to
 // commit, and reports to a Tracker what it read, handed out, got acked and committed.
 package offsets
 
@@ -12,7 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/reignpipe/reignpipe/connectors/kafka/fragment"
+	"github.com/reignpipe/reignpipe/internal/kafka/fragment"
 )
 
 // Watermark tracks which records of one partition are done, to find the offset a consumer

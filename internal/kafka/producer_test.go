@@ -15,7 +15,7 @@ import (
 
 	kafka "github.com/segmentio/kafka-go"
 
-	"github.com/reignpipe/reignpipe/connectors/kafka/fragment"
+	"github.com/reignpipe/reignpipe/internal/kafka/fragment"
 )
 
 func testProducer(t *testing.T, maxRecord int) *Producer {

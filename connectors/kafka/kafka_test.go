@@ -1,9 +1,9 @@
-package records
+package kafka
 
 import (
 	"testing"
 
-	"github.com/reignpipe/reignpipe/connectors/kafka"
+	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
 )
 
 // Raw documents from Kafka, whoever produced them, get the text policy of the file sources,
@@ -16,7 +16,7 @@ func TestDocSourceTextPolicy(t *testing.T) {
 	if err != nil || skip != "" {
 		t.Fatalf("decode: %v %q", err, skip)
 	}
-	doc, _, err = s.document(kafka.Delivery{Topic: "p.raw", Key: "t:1", Value: value}, doc, nil)
+	doc, _, err = s.document(kafkaclient.Delivery{Topic: "p.raw", Key: "t:1", Value: value}, doc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,7 @@
-// Package records binds the generic kafka.Producer and kafka.Consumer to reignpipe's records
+// Package records binds the generic kafkaclient.Producer and kafkaclient.Consumer to reignpipe's records
 // (schemas/wire.go): raw documents in, chunk embeddings between the embed and aggregate
 // stages, vectors and dead letters out. Every record is keyed by its document id.
-package records
+package kafka
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/reignpipe/reignpipe/connectors"
-	"github.com/reignpipe/reignpipe/connectors/kafka"
 	"github.com/reignpipe/reignpipe/connectors/textpolicy"
+	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -31,7 +31,7 @@ const (
 )
 
 // Position names a delivery in dead letters and logs.
-func Position(d kafka.Delivery) string {
+func Position(d kafkaclient.Delivery) string {
 	return fmt.Sprintf("%s/%d@%d", d.Topic, d.Partition, d.Offset)
 }
 
@@ -42,7 +42,7 @@ func header(k, v string) kafkago.Header { return kafkago.Header{Key: k, Value: [
 // document's records done, and FlushAcks commits the contiguous done offsets of the partitions
 // this member still owns.
 type DocSource struct {
-	c      *kafka.Consumer
+	c      *kafkaclient.Consumer
 	decode Decoder
 	read   atomic.Int64
 	bytes  atomic.Int64
@@ -62,7 +62,7 @@ func RawJSON(value []byte) (schemas.Document, string, error) {
 }
 
 // NewDocSource reads raw documents through c, decoded by decode (nil: RawJSON); Close closes c.
-func NewDocSource(c *kafka.Consumer, decode Decoder) *DocSource {
+func NewDocSource(c *kafkaclient.Consumer, decode Decoder) *DocSource {
 	if decode == nil {
 		decode = RawJSON
 	}
@@ -91,7 +91,7 @@ func (s *DocSource) Read(ctx context.Context) (schemas.Document, connectors.AckF
 	}
 }
 
-func (s *DocSource) document(d kafka.Delivery, doc schemas.Document, err error) (schemas.Document, connectors.AckFunc, error) {
+func (s *DocSource) document(d kafkaclient.Delivery, doc schemas.Document, err error) (schemas.Document, connectors.AckFunc, error) {
 	ack := func(context.Context, error) error { s.c.Ack(d); return nil }
 	pos := Position(d)
 	if err == nil && d.Key != "" && d.Key != doc.ID {
@@ -133,16 +133,16 @@ func (s *DocSource) Stats() connectors.SourceStats {
 }
 
 // Consumer is the underlying group member (lag, stats).
-func (s *DocSource) Consumer() *kafka.Consumer { return s.c }
+func (s *DocSource) Consumer() *kafkaclient.Consumer { return s.c }
 
 // Close closes the consumer; unacked documents are read again by the group.
 func (s *DocSource) Close(ctx context.Context) error { return s.c.Close(ctx) }
 
 // ChunkSource reads the embed stage's chunk embeddings ("RPCE" records).
-type ChunkSource struct{ c *kafka.Consumer }
+type ChunkSource struct{ c *kafkaclient.Consumer }
 
 // NewChunkSource reads chunk embeddings through c.
-func NewChunkSource(c *kafka.Consumer) *ChunkSource { return &ChunkSource{c: c} }
+func NewChunkSource(c *kafkaclient.Consumer) *ChunkSource { return &ChunkSource{c: c} }
 
 // Next blocks until the next document's chunk embeddings, or ctx ends. ack marks the
 // document's records done; Commit then makes that the group's position. A record that does
@@ -172,13 +172,13 @@ func (s *ChunkSource) Next(ctx context.Context) (_ schemas.ChunkDoc, ack func(),
 func (s *ChunkSource) Commit(ctx context.Context) error { return s.c.Commit(ctx) }
 
 // Consumer is the underlying group member (lag, stats).
-func (s *ChunkSource) Consumer() *kafka.Consumer { return s.c }
+func (s *ChunkSource) Consumer() *kafkaclient.Consumer { return s.c }
 
 // RawSink publishes raw documents (the ingest stage). Flush makes them durable.
-type RawSink struct{ p *kafka.Producer }
+type RawSink struct{ p *kafkaclient.Producer }
 
 // NewRawSink writes through p; Close closes p.
-func NewRawSink(p *kafka.Producer) *RawSink { return &RawSink{p: p} }
+func NewRawSink(p *kafkaclient.Producer) *RawSink { return &RawSink{p: p} }
 
 // WriteDocument queues one document, keyed by its id.
 func (s *RawSink) WriteDocument(ctx context.Context, d schemas.Document) error {
@@ -186,7 +186,7 @@ func (s *RawSink) WriteDocument(ctx context.Context, d schemas.Document) error {
 	if err != nil {
 		return fmt.Errorf("raw document %s: %w", d.ID, err)
 	}
-	return s.p.Send(ctx, kafka.Message{Key: d.ID, Value: b, Headers: []kafkago.Header{
+	return s.p.Send(ctx, kafkaclient.Message{Key: d.ID, Value: b, Headers: []kafkago.Header{
 		header(schemas.HeaderSchema, schemas.SchemaRawDocument),
 		header(HeaderDocVersion, d.Version),
 		header(HeaderContentHash, fmt.Sprintf("%016x", d.ContentHash())),
@@ -197,10 +197,10 @@ func (s *RawSink) Flush(ctx context.Context) error { return s.p.Flush(ctx) }
 func (s *RawSink) Close(ctx context.Context) error { return s.p.Close(ctx) }
 
 // ChunkSink publishes documents' chunk embeddings for the aggregate stage.
-type ChunkSink struct{ p *kafka.Producer }
+type ChunkSink struct{ p *kafkaclient.Producer }
 
 // NewChunkSink writes through p; Close closes p.
-func NewChunkSink(p *kafka.Producer) *ChunkSink { return &ChunkSink{p: p} }
+func NewChunkSink(p *kafkaclient.Producer) *ChunkSink { return &ChunkSink{p: p} }
 
 // WriteChunks queues one document's chunk embeddings (fragmented by the producer when larger
 // than a record may be).
@@ -209,7 +209,7 @@ func (s *ChunkSink) WriteChunks(ctx context.Context, c schemas.ChunkDoc) error {
 	if err != nil {
 		return err
 	}
-	return s.p.Send(ctx, kafka.Message{Key: c.DocID, Value: b, Headers: []kafkago.Header{
+	return s.p.Send(ctx, kafkaclient.Message{Key: c.DocID, Value: b, Headers: []kafkago.Header{
 		header(schemas.HeaderSchema, schemas.SchemaChunkDoc),
 		header(HeaderDocVersion, c.Version),
 		header(HeaderContentHash, fmt.Sprintf("%016x", c.ContentHash)),
@@ -222,10 +222,10 @@ func (s *ChunkSink) Close(ctx context.Context) error { return s.p.Close(ctx) }
 
 // VectorSink publishes document vectors ("RPDV" records), keyed by document id: a compacted
 // topic keeps the newest vector of every document. It is a connectors.Sink.
-type VectorSink struct{ p *kafka.Producer }
+type VectorSink struct{ p *kafkaclient.Producer }
 
 // NewVectorSink writes through p; Close closes p.
-func NewVectorSink(p *kafka.Producer) *VectorSink { return &VectorSink{p: p} }
+func NewVectorSink(p *kafkaclient.Producer) *VectorSink { return &VectorSink{p: p} }
 
 // Write queues one vector; durable after Flush.
 func (s *VectorSink) Write(ctx context.Context, v schemas.DocVector) error {
@@ -233,7 +233,7 @@ func (s *VectorSink) Write(ctx context.Context, v schemas.DocVector) error {
 	if err != nil {
 		return err
 	}
-	return s.p.Send(ctx, kafka.Message{Key: v.DocID, Value: b, Headers: []kafkago.Header{
+	return s.p.Send(ctx, kafkaclient.Message{Key: v.DocID, Value: b, Headers: []kafkago.Header{
 		header(schemas.HeaderSchema, schemas.SchemaDocVector),
 		header(HeaderDocVersion, v.Version),
 		header(HeaderContentHash, fmt.Sprintf("%016x", v.ContentHash)),
@@ -249,12 +249,12 @@ func (s *VectorSink) Close(ctx context.Context) error { return s.p.Close(ctx) }
 // JSON, the headers give stage, error and source position so an operator can filter with any
 // client and fetch the original record from its topic by offset.
 type DeadLetterTopic struct {
-	p *kafka.Producer
+	p *kafkaclient.Producer
 	n atomic.Int64
 }
 
 // NewDeadLetterTopic writes through p; Close closes p.
-func NewDeadLetterTopic(p *kafka.Producer) *DeadLetterTopic { return &DeadLetterTopic{p: p} }
+func NewDeadLetterTopic(p *kafkaclient.Producer) *DeadLetterTopic { return &DeadLetterTopic{p: p} }
 
 // WriteDeadLetter is durable on return (it flushes).
 func (s *DeadLetterTopic) WriteDeadLetter(ctx context.Context, d schemas.DeadLetter) error {
@@ -264,7 +264,7 @@ func (s *DeadLetterTopic) WriteDeadLetter(ctx context.Context, d schemas.DeadLet
 	if err != nil {
 		return err
 	}
-	if err := s.p.Send(ctx, kafka.Message{Key: d.DocID, Value: b, Headers: []kafkago.Header{
+	if err := s.p.Send(ctx, kafkaclient.Message{Key: d.DocID, Value: b, Headers: []kafkago.Header{
 		header(schemas.HeaderSchema, schemas.SchemaDeadLetter),
 		header(HeaderStage, d.Stage), header(HeaderError, d.Err), header(HeaderSource, d.Position),
 	}}); err != nil {
