@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/reignpipe/reignpipe/connectors/jsonl"
+	"github.com/reignpipe/reignpipe/connectors/memsource"
 	"github.com/reignpipe/reignpipe/internal/atomicfile"
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/irdata"
@@ -320,25 +320,24 @@ type encodeCounts struct {
 
 // encodeSides runs the dataset's corpus (source "c") and queries (source "q") through the
 // pipeline as a mean-pool run, leaving every window in the chunk cache and every document's
-// manifest (doc id "c:<id>" or "q:<id>") in the cache index. Its JSONL copies, vectors and
-// state go under outDir.
+// manifest (doc id "c:<id>" or "q:<id>") in the cache index. The documents are read from memory
+// (connectors/memsource); vectors and state go under outDir.
 func encodeSides(ctx context.Context, cfg *pipelines.Config, ds *eval.Dataset, outDir string) (encodeCounts, error) {
 	var n encodeCounts
-	corpusFile, queryFile := filepath.Join(outDir, "corpus.jsonl"), filepath.Join(outDir, "queries.jsonl")
-	if err := writeJSONL(corpusFile, len(ds.Corpus), func(i int) any {
-		return map[string]string{"id": ds.Corpus[i].ID, "title": ds.Corpus[i].Title, "text": ds.Corpus[i].Text}
-	}); err != nil {
-		return n, err
+	sides := []struct {
+		name, what string
+		len        int
+		at         func(int) memsource.Doc
+	}{
+		{"c", "corpus", len(ds.Corpus), func(i int) memsource.Doc {
+			return memsource.Doc{ID: ds.Corpus[i].ID, Title: ds.Corpus[i].Title, Text: ds.Corpus[i].Text}
+		}},
+		{"q", "queries", len(ds.Queries), func(i int) memsource.Doc { return memsource.Doc{ID: ds.Queries[i].ID, Text: ds.Queries[i].Text} }},
 	}
-	if err := writeJSONL(queryFile, len(ds.Queries), func(i int) any {
-		return map[string]string{"id": ds.Queries[i].ID, "text": ds.Queries[i].Text}
-	}); err != nil {
-		return n, err
-	}
-	for _, side := range []struct{ name, path string }{{"c", corpusFile}, {"q", queryFile}} {
+	for _, side := range sides {
 		c := *cfg
 		c.Name = "eval-" + side.name
-		c.Source = pipelines.SourceConfig{Type: "jsonl", Path: side.path, Name: side.name}
+		c.Source = pipelines.SourceConfig{Type: "memory", Path: side.what, Name: side.name}
 		c.Aggregate = pipelines.AggregateConfig{Type: "meanpool", SingleChunk: "reign"}
 		c.Sinks = []pipelines.SinkConfig{{Type: "parquet", Dir: filepath.Join(outDir, "vectors-"+side.name)}}
 		c.DeadLetter.Path = filepath.Join(outDir, "deadletter.jsonl")
@@ -346,16 +345,16 @@ func encodeSides(ctx context.Context, cfg *pipelines.Config, ds *eval.Dataset, o
 		// Every document is encoded, blank ones too: a corpus is scored whole, and the
 		// reference embeds an empty text as the one window [CLS][SEP] (README, "Empty
 		// documents"). A skipped document would have no manifest to rank.
-		src, err := jsonl.Open(jsonl.Options{Path: side.path, Source: side.name, KeepEmpty: true})
+		src, err := memsource.New(memsource.Options{Source: side.name, Len: side.len, At: side.at, KeepEmpty: true})
 		if err != nil {
 			return n, err
 		}
 		rs, err := runWith(ctx, &c, true, wiring{source: src})
 		if err != nil {
-			return n, fmt.Errorf("encoding %s: %w", side.path, err)
+			return n, fmt.Errorf("encoding the %s: %w", side.what, err)
 		}
 		if rs.DocsFailed > 0 {
-			return n, fmt.Errorf("encoding %s: %d documents failed (see %s)", side.path, rs.DocsFailed, c.DeadLetter.Path)
+			return n, fmt.Errorf("encoding the %s: %d documents failed (see %s)", side.what, rs.DocsFailed, c.DeadLetter.Path)
 		}
 		n.Windows += rs.Windows
 		n.GNWindows += rs.GNWindows
@@ -407,17 +406,4 @@ func vectorsFromCache(cache *shardcache.Cache, dim int, agg aggregate.Aggregator
 		}
 	}
 	return out, nil
-}
-
-func writeJSONL(path string, n int, row func(int) any) error {
-	var b strings.Builder
-	for i := 0; i < n; i++ {
-		line, err := json.Marshal(row(i))
-		if err != nil {
-			return err
-		}
-		b.Write(line)
-		b.WriteByte('\n')
-	}
-	return atomicfile.Write(path, []byte(b.String()))
 }

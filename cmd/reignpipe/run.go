@@ -217,16 +217,15 @@ func runWith(ctx context.Context, cfg *pipelines.Config, fromScratch bool, w wir
 	if err != nil {
 		return sum, err
 	}
-	if why, err := resumeCheckpoint(&ck, cfg); err != nil {
+	sc, ok := src.(connectors.SelfCheckpointing)
+	selfCheckpointing := ok && sc.SelfCheckpointing()
+	if selfCheckpointing {
+		ck.Watermark = 0 // the source resumes by itself (or, in memory, reads everything again)
+	} else if why, err := resumeCheckpoint(&ck, cfg); err != nil {
 		return sum, err
 	} else if why != "" {
 		log.Warn("the input changed since the checkpoint; starting from the beginning (cached windows are still reused)",
 			"why", why, "source", cfg.Source.Path)
-	}
-	sc, ok := src.(connectors.SelfCheckpointing)
-	selfCheckpointing := ok && sc.SelfCheckpointing()
-	if selfCheckpointing {
-		ck.Watermark = 0 // the source resumes by itself
 	}
 	if ck.Watermark > 0 {
 		log.Info("resuming after committed inputs", "inputs", ck.Watermark)
