@@ -148,12 +148,13 @@ func NewChunkSource(c *kafkaclient.Consumer) *ChunkSource { return &ChunkSource{
 // document's records done; Commit then makes that the group's position. A record that does
 // not decode comes back with a *connectors.BadInputError and an ack: the caller dead-letters
 // it and acks it like any other.
-func (s *ChunkSource) Next(ctx context.Context) (_ schemas.ChunkDoc, ack func(), _ error) {
+func (s *ChunkSource) Next(ctx context.Context) (_ schemas.ChunkDoc, ack connectors.AckFunc, _ error) {
 	d, err := s.c.Next(ctx)
 	if err != nil {
 		return schemas.ChunkDoc{}, nil, err
 	}
-	ack = func() { s.c.Ack(d) }
+	// Done or dead-lettered, the offset moves on: the record is not read again.
+	ack = func(context.Context, error) error { s.c.Ack(d); return nil }
 	c, err := schemas.DecodeChunkDoc(d.Value)
 	if err == nil && d.Key != c.DocID {
 		err = fmt.Errorf("record key %q is not the document id %q", d.Key, c.DocID)

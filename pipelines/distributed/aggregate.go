@@ -13,9 +13,10 @@ import (
 
 // ChunkInput yields documents' chunk embeddings (connectors/kafka.ChunkSource).
 type ChunkInput interface {
-	// Next blocks until the next document or ctx ends (returns ctx's error). ack marks the
-	// document done; a *connectors.BadInputError comes with an ack too.
-	Next(ctx context.Context) (doc schemas.ChunkDoc, ack func(), err error)
+	// Next blocks until the next document or ctx ends (returns ctx's error). The stage calls
+	// ack once the document's vector (or its dead letter) is durable, as connectors.AckFunc
+	// says; a *connectors.BadInputError comes with an ack too.
+	Next(ctx context.Context) (doc schemas.ChunkDoc, ack connectors.AckFunc, err error)
 	// Commit makes everything acked so far the input's committed position.
 	Commit(ctx context.Context) error
 }
@@ -49,7 +50,7 @@ func Aggregate(ctx context.Context, p AggregateParts, o Options, c *Counters) er
 		return errors.New("aggregate stage: the GN space is required")
 	}
 	wctx := context.WithoutCancel(ctx)
-	var pending []func()
+	var pending []pendingAck
 	commit := func() error {
 		if len(pending) == 0 {
 			return nil
@@ -59,9 +60,7 @@ func Aggregate(ctx context.Context, p AggregateParts, o Options, c *Counters) er
 				return fmt.Errorf("sink flush: %w", err)
 			}
 		}
-		for _, ack := range pending {
-			ack()
-		}
+		ackAll(wctx, pending, o.Logger)
 		pending = pending[:0]
 		if err := p.Input.Commit(wctx); err != nil {
 			return fmt.Errorf("committing input offsets: %w", err)
@@ -69,19 +68,19 @@ func Aggregate(ctx context.Context, p AggregateParts, o Options, c *Counters) er
 		c.Commits.Add(1)
 		return nil
 	}
-	deadLetter := func(d schemas.DeadLetter, ack func()) error {
+	deadLetter := func(d schemas.DeadLetter, ack connectors.AckFunc) error {
 		if err := p.DeadLetter.WriteDeadLetter(wctx, d); err != nil {
 			return fmt.Errorf("dead-letter output: %w", err)
 		}
 		c.DeadLetters.Add(1)
 		o.Logger.Warn("input failed; sent to the dead-letter output", "doc", d.DocID, "at", d.Position, "err", d.Err)
-		pending = append(pending, ack)
+		pending = append(pending, pendingAck{ack, errors.New(d.Err)})
 		return nil
 	}
 	w := newWaiter(&o)
 	for {
 		var doc schemas.ChunkDoc
-		var ack func()
+		var ack connectors.AckFunc
 		bad, done, err := w.next(ctx, len(pending) > 0, func(rctx context.Context) (err error) {
 			doc, ack, err = p.Input.Next(rctx)
 			return err
@@ -104,7 +103,7 @@ func Aggregate(ctx context.Context, p AggregateParts, o Options, c *Counters) er
 			}
 		} else {
 			c.Written.Add(1)
-			pending = append(pending, ack)
+			pending = append(pending, pendingAck{ack, nil})
 		}
 		if len(pending) >= o.CommitEvery || time.Since(w.lastCommit) >= o.CommitInterval {
 			if err := commit(); err != nil {

@@ -142,8 +142,24 @@ func (w *waiter) next(ctx context.Context, pending bool, read func(context.Conte
 	}
 }
 
+// pendingAck is an input waiting for the next commit: err is nil for one whose outputs are
+// written, the reason for one that went to the dead-letter output (AckFunc's contract).
 type pendingAck struct {
 	ack connectors.AckFunc
+	err error
+}
+
+// ackAll acks every pending input once its outputs (or dead letters) are durable. An ack that
+// fails only means the input may be read again.
+func ackAll(ctx context.Context, pending []pendingAck, log *slog.Logger) {
+	for _, p := range pending {
+		if p.ack == nil {
+			continue
+		}
+		if err := p.ack(ctx, p.err); err != nil {
+			log.Warn("ack failed; the input may be read again", "err", err)
+		}
+	}
 }
 
 // Ingest copies documents from src to out until src is exhausted or ctx is cancelled (then what
@@ -162,13 +178,7 @@ func Ingest(ctx context.Context, src connectors.Source, out RawWriter, dl connec
 		if err := out.Flush(wctx); err != nil {
 			return fmt.Errorf("publishing raw documents: %w", err)
 		}
-		for _, p := range pending {
-			if p.ack != nil {
-				if err := p.ack(wctx, nil); err != nil {
-					o.Logger.Warn("ack failed; the input may be read again", "err", err)
-				}
-			}
-		}
+		ackAll(wctx, pending, o.Logger)
 		pending = pending[:0]
 		if f, ok := src.(connectors.AckFlusher); ok {
 			if err := f.FlushAcks(wctx); err != nil {
@@ -210,13 +220,13 @@ func Ingest(ctx context.Context, src connectors.Source, out RawWriter, dl connec
 			}
 			c.DeadLetters.Add(1)
 			o.Logger.Warn("input failed; sent to the dead-letter output", "doc", bad.DocID, "at", bad.Position, "err", bad.Reason)
-			pending = append(pending, pendingAck{ack})
+			pending = append(pending, pendingAck{ack, bad})
 		default:
 			if err := out.WriteDocument(wctx, doc); err != nil {
 				return fmt.Errorf("publishing %s: %w", doc.ID, err)
 			}
 			c.Written.Add(1)
-			pending = append(pending, pendingAck{ack})
+			pending = append(pending, pendingAck{ack, nil})
 		}
 		if len(pending) >= o.CommitEvery || time.Since(w.lastCommit) >= o.CommitInterval {
 			if err := commit(); err != nil {

@@ -122,17 +122,24 @@ type fakeChunks struct {
 	docs    []schemas.ChunkDoc
 	i       int
 	acked   int
+	ackErrs int // acks that carried a dead-letter reason
 	commits []int
 }
 
-func (f *fakeChunks) Next(ctx context.Context) (schemas.ChunkDoc, func(), error) {
+func (f *fakeChunks) Next(ctx context.Context) (schemas.ChunkDoc, connectors.AckFunc, error) {
 	if f.i >= len(f.docs) {
 		<-ctx.Done()
 		return schemas.ChunkDoc{}, nil, ctx.Err()
 	}
 	d := f.docs[f.i]
 	f.i++
-	return d, func() { f.acked++ }, nil
+	return d, func(_ context.Context, err error) error {
+		f.acked++
+		if err != nil {
+			f.ackErrs++
+		}
+		return nil
+	}, nil
 }
 func (f *fakeChunks) Commit(ctx context.Context) error {
 	f.commits = append(f.commits, f.acked)
@@ -182,8 +189,8 @@ func TestAggregateDeadLettersForeignSpace(t *testing.T) {
 	if len(dl.got) != 1 || dl.got[0].DocID != "b" || !strings.Contains(dl.got[0].Err, "other-gn") {
 		t.Errorf("dead letters %+v", dl.got)
 	}
-	if in.acked != 3 || in.commits[len(in.commits)-1] != 3 {
-		t.Errorf("acked %d, commits %v", in.acked, in.commits)
+	if in.acked != 3 || in.ackErrs != 1 || in.commits[len(in.commits)-1] != 3 {
+		t.Errorf("acked %d (%d with a dead-letter reason, want 1), commits %v", in.acked, in.ackErrs, in.commits)
 	}
 }
 
