@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -95,11 +94,9 @@ type Reader struct {
 	size               int64
 	consumed           atomic.Int64
 
-	mu      sync.Mutex // guards the counters Stats reports
-	read    int64
-	skipped map[string]int64
-	text    map[string]int64  // text policy counts, guarded by mu
+	tally   connectors.Tally
 	scratch textpolicy.Counts // this line's counts; Read's goroutine only
+	mu      sync.Mutex        // guards closed
 	closed  bool
 }
 
@@ -131,7 +128,7 @@ func Open(opts Options) (*Reader, error) {
 		return nil, fmt.Errorf("jsonl: %w", err)
 	}
 	r := &Reader{path: opts.Path, base: filepath.Base(opts.Path), source: opts.Source, keepEmpty: opts.KeepEmpty, f: f,
-		size: st.Size(), skipped: map[string]int64{}, text: map[string]int64{}, scratch: textpolicy.Counts{}, closeDec: func() {}, maxLine: opts.MaxLineBytes}
+		size: st.Size(), scratch: textpolicy.Counts{}, closeDec: func() {}, maxLine: opts.MaxLineBytes}
 	if r.maxLine <= 0 {
 		r.maxLine = defaultMaxLine
 	}
@@ -245,14 +242,10 @@ func (r *Reader) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 		rec.Text, rec.Title = textpolicy.Clean(rec.Text, r.scratch), textpolicy.Clean(rec.Title, r.scratch)
 		r.countText()
 		if !r.keepEmpty && textpolicy.IsBlank(rec.Text) {
-			r.mu.Lock()
-			r.skipped["empty"]++
-			r.mu.Unlock()
+			r.tally.Skip("empty")
 			continue
 		}
-		r.mu.Lock()
-		r.read++
-		r.mu.Unlock()
+		r.tally.Read()
 		return schemas.Document{
 			ID: r.source + ":" + rec.ID, Source: r.source, Version: rec.Version,
 			Title: rec.Title, Text: rec.Text,
@@ -260,17 +253,7 @@ func (r *Reader) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 	}
 }
 
-func (r *Reader) countText() {
-	if len(r.scratch) == 0 {
-		return
-	}
-	r.mu.Lock()
-	for k, v := range r.scratch {
-		r.text[k] += v
-	}
-	r.mu.Unlock()
-	clear(r.scratch)
-}
+func (r *Reader) countText() { r.tally.Text(r.scratch) }
 
 func (r *Reader) isClosed() bool {
 	r.mu.Lock()
@@ -280,13 +263,7 @@ func (r *Reader) isClosed() bool {
 
 // Stats may be called from any goroutine.
 func (r *Reader) Stats() connectors.SourceStats {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	sk := make(map[string]int64, len(r.skipped))
-	for k, v := range r.skipped {
-		sk[k] = v
-	}
-	return connectors.SourceStats{Read: r.read, Skipped: sk, Text: maps.Clone(r.text), BytesRead: r.consumed.Load(), BytesTotal: r.size}
+	return r.tally.Stats(r.consumed.Load(), r.size)
 }
 
 // Close releases the file. Read must not be running concurrently.

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"strings"
 	"sync"
 
@@ -38,12 +37,10 @@ type Options struct {
 // Source is safe for Stats from any goroutine; Read is called from one at a time.
 type Source struct {
 	opts    Options
-	mu      sync.Mutex
+	tally   connectors.Tally
+	scratch textpolicy.Counts // Read's goroutine only
+	mu      sync.Mutex        // guards next and closed
 	next    int
-	read    int64
-	skipped map[string]int64
-	text    textpolicy.Counts
-	scratch textpolicy.Counts
 	closed  bool
 }
 
@@ -62,7 +59,7 @@ func New(opts Options) (*Source, error) {
 	case opts.Len > 0 && opts.At == nil:
 		return nil, errors.New("memsource: At is required when Len > 0")
 	}
-	return &Source{opts: opts, skipped: map[string]int64{}, text: textpolicy.Counts{}, scratch: textpolicy.Counts{}}, nil
+	return &Source{opts: opts, scratch: textpolicy.Counts{}}, nil
 }
 
 func noAck(context.Context, error) error { return nil }
@@ -94,18 +91,12 @@ func (s *Source) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 				Reason: fmt.Errorf("id %q is empty or holds control characters", d.ID)}
 		}
 		text, title := textpolicy.Clean(d.Text, s.scratch), textpolicy.Clean(d.Title, s.scratch)
-		s.mu.Lock()
-		for k, v := range s.scratch {
-			s.text[k] += v
-		}
-		clear(s.scratch)
+		s.tally.Text(s.scratch)
 		if !s.opts.KeepEmpty && textpolicy.IsBlank(text) {
-			s.skipped["empty"]++
-			s.mu.Unlock()
+			s.tally.Skip("empty")
 			continue
 		}
-		s.read++
-		s.mu.Unlock()
+		s.tally.Read()
 		return schemas.Document{
 			ID: s.opts.Source + ":" + d.ID, Source: s.opts.Source, Version: d.Version, Title: title, Text: text,
 		}, noAck, nil
@@ -118,11 +109,7 @@ func (s *Source) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 func (s *Source) SelfCheckpointing() bool { return true }
 
 // Stats counts documents handed out, blank ones skipped and text repairs.
-func (s *Source) Stats() connectors.SourceStats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return connectors.SourceStats{Read: s.read, Skipped: maps.Clone(s.skipped), Text: maps.Clone(s.text)}
-}
+func (s *Source) Stats() connectors.SourceStats { return s.tally.Stats(0, 0) }
 
 // Close ends reading; the documents are the caller's and stay as they are.
 func (s *Source) Close(context.Context) error {

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -123,10 +122,8 @@ type Reader struct {
 	total    int64
 	plainXML bool
 
-	mu        sync.Mutex // guards what Stats reports
-	read      int64
-	skipped   map[string]int64
-	text      map[string]int64 // text policy counts
+	tally     connectors.Tally
+	mu        sync.Mutex // guards bytesRead and closed
 	bytesRead int64
 	closed    bool
 }
@@ -149,7 +146,7 @@ func Open(opts Options) (*Reader, error) {
 		f.Close()
 		return nil, fmt.Errorf("uspto: %w", err)
 	}
-	r := &Reader{opts: opts, base: filepath.Base(opts.Path), f: f, skipped: map[string]int64{}, text: map[string]int64{}}
+	r := &Reader{opts: opts, base: filepath.Base(opts.Path), f: f}
 	magic := make([]byte, 4)
 	n, _ := io.ReadFull(f, magic)
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
@@ -245,11 +242,8 @@ func (r *Reader) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 		}
 		counts := textpolicy.Counts{}
 		doc, skip, err := DecodeXMLCounted(data, r.opts.Sections, counts)
-		if len(counts) > 0 {
-			r.mu.Lock()
-			textpolicy.Counts(r.text).Add(counts)
-			r.mu.Unlock()
-		}
+		warnNoTitle := counts[textpolicy.NoTitle] > 0
+		r.tally.Text(counts)
 		if skip != "" {
 			r.skip(skip)
 			continue
@@ -258,12 +252,10 @@ func (r *Reader) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 			return schemas.Document{}, noAck, &connectors.BadInputError{DocID: doc.ID, Position: pos, Reason: err}
 		}
 		doc.Meta["file"], doc.Meta["offset"] = r.curName, strconv.FormatInt(off, 10)
-		if counts[textpolicy.NoTitle] > 0 {
+		if warnNoTitle {
 			slog.Warn("uspto: patent has no readable title; read under its id", "doc", doc.ID, "position", pos)
 		}
-		r.mu.Lock()
-		r.read++
-		r.mu.Unlock()
+		r.tally.Read()
 		return doc, noAck, nil
 	}
 }
@@ -327,9 +319,7 @@ func docID(p patentxml.Patent) string {
 func Version(p patentxml.Patent) string { return p.PublicationDate + p.Kind }
 
 func (r *Reader) skip(reason string) {
-	r.mu.Lock()
-	r.skipped[reason]++
-	r.mu.Unlock()
+	r.tally.Skip(reason)
 }
 
 func (r *Reader) isClosed() bool {
@@ -341,12 +331,9 @@ func (r *Reader) isClosed() bool {
 // Stats may be called from any goroutine.
 func (r *Reader) Stats() connectors.SourceStats {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	sk := make(map[string]int64, len(r.skipped))
-	for k, v := range r.skipped {
-		sk[k] = v
-	}
-	return connectors.SourceStats{Read: r.read, Skipped: sk, Text: maps.Clone(r.text), BytesRead: r.bytesRead, BytesTotal: r.total}
+	read := r.bytesRead
+	r.mu.Unlock()
+	return r.tally.Stats(read, r.total)
 }
 
 // Close releases the file. Read must not be running concurrently.
