@@ -20,7 +20,7 @@ GO ?= go
 RACE_PKGS := ./pipelines/embedded/ ./pipelines/distributed/ ./stages/gn/ ./stages/shardcache/ ./connectors/vectorfile/ \
 	./connectors/watchdir/ ./connectors/kafka/ ./connectors/kafka/offsets/
 
-.PHONY: all build fetch kafka tools pydeps train-deps demo test test-go test-unshared fuzz-smoke fuzz bench bench-peers clean
+.PHONY: all build fetch fetch-gpu bench-gpu kafka tools pydeps train-deps demo test test-go test-unshared fuzz-smoke fuzz bench bench-peers clean
 
 all: build
 
@@ -29,6 +29,10 @@ build:
 
 fetch:
 	@ops/fetch >/dev/null
+
+# The GPU (CUDA 12) build of ONNX Runtime for gn.provider cuda:N, into REIGNPIPE_HOME/ort-gpu.
+fetch-gpu:
+	@ops/fetch --gpu >/dev/null
 
 # The Apache Kafka broker the Kafka tests run against (jars from Maven Central).
 kafka:

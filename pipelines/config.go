@@ -419,14 +419,25 @@ func (g GNConfig) ModelPaths() (model, tokenizer string) {
 	return model, tokenizer
 }
 
-// LibraryPath resolves the ORT library: explicit path, REIGNPIPE_ORT_LIB, or the newest one
-// ops/fetch unpacked.
-func (r RuntimeConfig) LibraryPath() (string, error) {
+// LibraryPath resolves the ORT library for the CPU provider; see LibraryFor.
+func (r RuntimeConfig) LibraryPath() (string, error) { return r.LibraryFor("cpu") }
+
+// LibraryFor resolves the ORT library for provider: explicit path, REIGNPIPE_ORT_LIB, or the
+// newest one ops/fetch unpacked -- under ort/ for cpu, under ort-gpu/ (ops/fetch --gpu) for
+// cuda:N, since the CPU build cannot run CUDA and the GPU build is 340 MB more to fetch.
+func (r RuntimeConfig) LibraryFor(provider string) (string, error) {
 	if r.ORTLibrary != "" {
 		return r.ORTLibrary, nil
 	}
 	if p := os.Getenv("REIGNPIPE_ORT_LIB"); p != "" {
 		return p, nil
+	}
+	if strings.HasPrefix(provider, "cuda:") {
+		matches, _ := filepath.Glob(filepath.Join(Home(), "ort-gpu", "*", "libonnxruntime.so"))
+		if len(matches) == 0 {
+			return "", fmt.Errorf("gn.provider %s needs the GPU build of ONNX Runtime and there is none under %s/ort-gpu: run ops/fetch --gpu, or set runtime.ort_library to a GPU build's libonnxruntime.so", provider, Home())
+		}
+		return matches[len(matches)-1], nil
 	}
 	matches, _ := filepath.Glob(filepath.Join(Home(), "ort", "*", "libonnxruntime.so"))
 	if len(matches) == 0 {
@@ -434,3 +445,6 @@ func (r RuntimeConfig) LibraryPath() (string, error) {
 	}
 	return matches[len(matches)-1], nil
 }
+
+// LibraryPath is the ORT library for this pipeline's gn.provider.
+func (c *Config) LibraryPath() (string, error) { return c.Runtime.LibraryFor(c.GN.Provider) }

@@ -165,7 +165,7 @@ func evaluate(ctx context.Context, cfg *pipelines.Config, src *irdata.Source, da
 	sum.GNWindows = enc.GNWindows
 
 	// 2. Every embedding system from the cache, without the GN.
-	lib, err := cfg.Runtime.LibraryPath()
+	lib, err := cfg.LibraryPath()
 	if err != nil {
 		return nil, err
 	}
