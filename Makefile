@@ -112,6 +112,11 @@ $(PEERS_PY): ops/bench/peers/requirements.txt
 
 # reignpipe against sentence-transformers, Python onnxruntime and fastembed on the same windows
 # (ops/bench/peers/driver.py says how); PEERS_DOCS, PEERS_ROUNDS, PEERS_BUDGETS tune it.
+# GN windows/s on an NVIDIA GPU, raw and end to end, with the English Wikipedia projection;
+# exits 3 with a message where there is no GPU.
+bench-gpu:
+	ops/bench/gpu.sh
+
 bench-peers: fetch build $(PEERS_PY)
 	PEERS_PYTHON=$(PEERS_PY) ops/bench/peers/run
 
