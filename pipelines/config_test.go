@@ -177,3 +177,39 @@ func TestLibraryForProvider(t *testing.T) {
 		t.Fatalf("runtime.ort_library ignored: %s", got)
 	}
 }
+
+// gn.optimized takes the fused variant <name>-opt (its own file, so its own fingerprint), says
+// how to make it when it is missing, and refuses to guess beside an explicit gn.model.
+func TestGNOptimized(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("REIGNPIPE_HOME", home)
+	const opt = "gn:\n  name: bge-small-en-v15\n  optimized: true\n"
+	if _, err := Parse([]byte(minimal + opt)); err == nil || !strings.Contains(err.Error(), "make gn-optimized") {
+		t.Fatalf("missing variant: %v", err)
+	}
+	variant := filepath.Join(home, "gn", "bge-small-en-v15-opt", "model.onnx")
+	if err := os.MkdirAll(filepath.Dir(variant), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(variant, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse([]byte(minimal + opt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, tok := c.GN.ModelPaths()
+	if model != variant || tok != filepath.Join(home, "gn", "bge-small-en-v15", "tokenizer.json") {
+		t.Fatalf("optimized paths %s, %s", model, tok)
+	}
+	if _, err := Parse([]byte(minimal + opt + "  model: /x/model.onnx\n")); err == nil || !strings.Contains(err.Error(), "gn.optimized") {
+		t.Fatalf("optimized with an explicit model: %v", err)
+	}
+	plain, err := Parse([]byte(minimal + "gn:\n  name: bge-small-en-v15\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := plain.GN.ModelPaths(); m != filepath.Join(home, "gn", "bge-small-en-v15", "model.onnx") {
+		t.Fatalf("default model %s", m)
+	}
+}

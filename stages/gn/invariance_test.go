@@ -3,6 +3,9 @@ package gn
 import (
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/reignpipe/reignpipe/internal/testenv"
@@ -45,7 +48,15 @@ func (d *batchDiff) add(alone, inBatch []float32) {
 // Bits can still differ between machines whose CPUs pick other kernels (AVX2 vs AVX-512): that
 // is not what this test checks.
 func TestFP32BatchInvariance(t *testing.T) {
+	names := slices.Clone(gns)
 	for _, name := range gns {
+		// The offline-fused variants (gn.optimized, make gn-optimized) when they are there: their
+		// fused Attention kernel is another code path.
+		if _, err := os.Stat(filepath.Join(testenv.Home(), "gn", name+"-opt", "model.onnx")); err == nil {
+			names = append(names, name+"-opt")
+		}
+	}
+	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
 			m := loadGN(t, name)
 			rng := rand.New(rand.NewPCG(15, 3))
