@@ -14,8 +14,8 @@ mkdir -p "$work"
 go run ./ops/bench/docms -dump "$dump" -out "$work/corpus.jsonl" -docs "$docs" -tokens 5800 | tee "$work/corpus.txt"
 gns=(bge-small-en-v15 all-minilm-l6-v2)
 {
-  echo "| round | GN | reignpipe run wall (s) | run's own wall (s) | ms/doc (process wall / docs) | windows | peak RSS | load avg before |"
-  echo "|---|---|---|---|---|---|---|---|"
+  echo "| round | GN | reignpipe run wall (s) | run's own wall (s) | ms/doc (process wall / docs) | CPU s | CPU ms/doc | windows | peak RSS | load avg before |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
 } >"$work/result.md"
 for r in $(seq 1 "$rounds"); do
   order=("${gns[@]}")
@@ -26,12 +26,13 @@ for r in $(seq 1 "$rounds"); do
     sed "s/^  name: bge-small-en-v15/  name: $g/" pipelines/jsonl.yaml >"$work/$g.yaml"
     load=$(cut -d' ' -f1-3 /proc/loadavg)
     REIGNPIPE_INPUT="$work/corpus.jsonl" REIGNPIPE_OUT="$out" \
-      /usr/bin/time -f '%e %M' -o "$work/time" bin/reignpipe run --from-scratch "$work/$g.yaml" >"$work/$g.log" 2>&1
-    read -r wall rss <"$work/time"
-    python3 - "$out/summary.json" "$wall" "$rss" "$r" "$g" "$load" >>"$work/result.md" <<'PY'
+      /usr/bin/time -f '%e %M %U %S' -o "$work/time" bin/reignpipe run --from-scratch "$work/$g.yaml" >"$work/$g.log" 2>&1
+    read -r wall rss usr sys <"$work/time"
+    python3 - "$out/summary.json" "$wall" "$rss" "$r" "$g" "$load" "$usr" "$sys" >>"$work/result.md" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1])); wall, rss = float(sys.argv[2]), int(sys.argv[3])
-print(f"| {sys.argv[4]} | {sys.argv[5]} | {wall:.1f} | {s['wall_seconds']:.1f} | {1000 * wall / s['docs_written']:.0f} | {s['gn_windows']} | {rss / 1024 / 1024:.2f} GiB | {sys.argv[6]} |")
+cpu = float(sys.argv[7]) + float(sys.argv[8]); n = s['docs_written']
+print(f"| {sys.argv[4]} | {sys.argv[5]} | {wall:.1f} | {s['wall_seconds']:.1f} | {1000 * wall / n:.0f} | {cpu:.1f} | {1000 * cpu / n:.0f} | {s['gn_windows']} | {rss / 1024 / 1024:.2f} GiB | {sys.argv[6]} |")
 PY
   done
 done
