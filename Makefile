@@ -20,7 +20,7 @@ GO ?= go
 RACE_PKGS := ./pipelines/embedded/ ./pipelines/distributed/ ./stages/gn/ ./stages/shardcache/ ./connectors/vectorfile/ \
 	./connectors/watchdir/ ./connectors/kafka/ ./internal/kafka/ ./internal/kafka/offsets/
 
-.PHONY: all build fetch kafka tools pydeps train-deps demo test test-go test-unshared fuzz-smoke fuzz bench bench-peers clean
+.PHONY: all build fetch fetch-gpu bench-gpu gn-optimized kafka tools pydeps train-deps demo test test-go test-unshared fuzz-smoke fuzz bench bench-peers clean
 
 all: build
 
@@ -29,6 +29,10 @@ build:
 
 fetch:
 	@ops/fetch >/dev/null
+
+# The GPU (CUDA 12) build of ONNX Runtime for gn.provider cuda:N, into REIGNPIPE_HOME/ort-gpu.
+fetch-gpu:
+	@ops/fetch --gpu >/dev/null
 
 # The Apache Kafka broker the Kafka tests run against (jars from Maven Central).
 kafka:
@@ -108,6 +112,18 @@ $(PEERS_PY): ops/bench/peers/requirements.txt
 
 # reignpipe against sentence-transformers, Python onnxruntime and fastembed on the same windows
 # (ops/bench/peers/driver.py says how); PEERS_DOCS, PEERS_ROUNDS, PEERS_BUDGETS tune it.
+# The offline BERT-fused GN variants for gn.optimized: true (REIGNPIPE_HOME/gn/<name>-opt),
+# written by onnxruntime.transformers in the peers venv and refused unless their sha256 is the
+# one recorded in ops/bench/results/gn-2026-12-01.md.
+gn-optimized: fetch $(PEERS_PY)
+	$(PEERS_PY) ops/bench/ortopt/optimize.py bge-small-en-v15 --expect 78f4254e73c77590f1f5081f1142ebba4c1bc6867e797ce20bb7d095703f2cd4
+	$(PEERS_PY) ops/bench/ortopt/optimize.py all-minilm-l6-v2 --expect 77d955ce00e07218d5f9420b7804eeb1a266941d8db23e16fa24e2c8bba790e5
+
+# GN windows/s on an NVIDIA GPU, raw and end to end, with the English Wikipedia projection;
+# exits 3 with a message where there is no GPU.
+bench-gpu:
+	ops/bench/gpu.sh
+
 bench-peers: fetch build $(PEERS_PY)
 	PEERS_PYTHON=$(PEERS_PY) ops/bench/peers/run
 

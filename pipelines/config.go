@@ -83,6 +83,12 @@ type GNConfig struct {
 	Provider       string `yaml:"provider"`  // cpu | cuda:N
 	IntraOpThreads int    `yaml:"intra_op_threads"`
 	InterOpThreads int    `yaml:"inter_op_threads"`
+	// Optimized runs the offline BERT-fused variant of the fetched GN (make gn-optimized:
+	// REIGNPIPE_HOME/gn/<name>-opt/model.onnx, Attention and SkipLayerNormalization fused where
+	// ORT's own optimiser leaves them apart): 5-20 % fewer CPU seconds on this 2-core CPU, chunk
+	// vectors within 1 - 1.4e-13 in cosine (ops/bench/results/gn-2026-12-01.md). Its file differs,
+	// so its fingerprint, and its cache space, differ from the original's.
+	Optimized bool `yaml:"optimized"`
 }
 
 // ChunkingConfig is the window setting (REFERENCE §1).
@@ -328,6 +334,10 @@ func (c *Config) Validate() error {
 		return c.bad("source.workers", "must be >= 0")
 	case c.GN.Name == "" && (c.GN.Model == "" || c.GN.Tokenizer == ""):
 		return c.bad("gn", "name a fetched GN (gn.name) or give gn.model and gn.tokenizer")
+	case c.GN.Optimized && (c.GN.Name == "" || c.GN.Model != ""):
+		return c.bad("gn.optimized", "picks the fused variant of the fetched GN gn.name; with gn.model set, point gn.model at the fused file instead")
+	case c.GN.Optimized && !exists(c.GN.optimizedModel()):
+		return c.bad("gn.optimized", "%s does not exist: make gn-optimized writes it (ops/bench/ortopt/optimize.py %s, in the peers venv)", c.GN.optimizedModel(), c.GN.Name)
 	case !providerRe.MatchString(c.GN.Provider):
 		return c.bad("gn.provider", "%q is not cpu or cuda:N", c.GN.Provider)
 	case c.GN.IntraOpThreads < 0 || c.GN.InterOpThreads < 0:
@@ -409,10 +419,23 @@ func (c *Config) Validate() error {
 	return c.validateTransport()
 }
 
+// optimizedModel is where make gn-optimized writes the fused variant of gn.name.
+func (g GNConfig) optimizedModel() string {
+	return filepath.Join(Home(), "gn", g.Name+"-opt", "model.onnx")
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
 // ModelPaths resolves the GN files: explicit paths win, else REIGNPIPE_HOME/gn/<name>/.
 func (g GNConfig) ModelPaths() (model, tokenizer string) {
 	model, tokenizer = g.Model, g.Tokenizer
 	dir := filepath.Join(Home(), "gn", g.Name)
+	if model == "" && g.Optimized {
+		model = g.optimizedModel()
+	}
 	if model == "" {
 		model = filepath.Join(dir, "model.onnx")
 	}
@@ -422,14 +445,25 @@ func (g GNConfig) ModelPaths() (model, tokenizer string) {
 	return model, tokenizer
 }
 
-// LibraryPath resolves the ORT library: explicit path, REIGNPIPE_ORT_LIB, or the newest one
-// ops/fetch unpacked.
-func (r RuntimeConfig) LibraryPath() (string, error) {
+// LibraryPath resolves the ORT library for the CPU provider; see LibraryFor.
+func (r RuntimeConfig) LibraryPath() (string, error) { return r.LibraryFor("cpu") }
+
+// LibraryFor resolves the ORT library for provider: explicit path, REIGNPIPE_ORT_LIB, or the
+// newest one ops/fetch unpacked -- under ort/ for cpu, under ort-gpu/ (ops/fetch --gpu) for
+// cuda:N, since the CPU build cannot run CUDA and the GPU build is 340 MB more to fetch.
+func (r RuntimeConfig) LibraryFor(provider string) (string, error) {
 	if r.ORTLibrary != "" {
 		return r.ORTLibrary, nil
 	}
 	if p := os.Getenv("REIGNPIPE_ORT_LIB"); p != "" {
 		return p, nil
+	}
+	if strings.HasPrefix(provider, "cuda:") {
+		matches, _ := filepath.Glob(filepath.Join(Home(), "ort-gpu", "*", "libonnxruntime.so"))
+		if len(matches) == 0 {
+			return "", fmt.Errorf("gn.provider %s needs the GPU build of ONNX Runtime and there is none under %s/ort-gpu: run ops/fetch --gpu, or set runtime.ort_library to a GPU build's libonnxruntime.so", provider, Home())
+		}
+		return matches[len(matches)-1], nil
 	}
 	matches, _ := filepath.Glob(filepath.Join(Home(), "ort", "*", "libonnxruntime.so"))
 	if len(matches) == 0 {
@@ -437,3 +471,6 @@ func (r RuntimeConfig) LibraryPath() (string, error) {
 	}
 	return matches[len(matches)-1], nil
 }
+
+// LibraryPath is the ORT library for this pipeline's gn.provider.
+func (c *Config) LibraryPath() (string, error) { return c.Runtime.LibraryFor(c.GN.Provider) }

@@ -140,3 +140,76 @@ func TestBatchingDefaultsByProvider(t *testing.T) {
 		t.Error("a written token_budget of 0 was accepted")
 	}
 }
+
+// cuda:N takes the GPU build from ort-gpu/ (ops/fetch --gpu), never the CPU build in ort/, and
+// says how to get it when it is missing; cpu keeps the ort/ one even when both are there.
+func TestLibraryForProvider(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("REIGNPIPE_HOME", home)
+	t.Setenv("REIGNPIPE_ORT_LIB", "")
+	put := func(rel string) string {
+		p := filepath.Join(home, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cpu := put("ort/1.24.2/libonnxruntime.so")
+	var r RuntimeConfig
+	if got, err := r.LibraryFor("cpu"); err != nil || got != cpu {
+		t.Fatalf("cpu: %q, %v; want %s", got, err, cpu)
+	}
+	if _, err := r.LibraryFor("cuda:0"); err == nil || !strings.Contains(err.Error(), "ops/fetch --gpu") {
+		t.Fatalf("cuda:0 without the GPU build: %v", err)
+	}
+	gpu := put("ort-gpu/1.24.2/libonnxruntime.so")
+	if got, err := r.LibraryFor("cuda:1"); err != nil || got != gpu {
+		t.Fatalf("cuda:1: %q, %v; want %s", got, err, gpu)
+	}
+	if got, _ := r.LibraryFor(""); got != cpu {
+		t.Fatalf("default provider took %s", got)
+	}
+	c := Config{Runtime: RuntimeConfig{ORTLibrary: "/x/libonnxruntime.so"}, GN: GNConfig{Provider: "cuda:0"}}
+	if got, _ := c.LibraryPath(); got != "/x/libonnxruntime.so" {
+		t.Fatalf("runtime.ort_library ignored: %s", got)
+	}
+}
+
+// gn.optimized takes the fused variant <name>-opt (its own file, so its own fingerprint), says
+// how to make it when it is missing, and refuses to guess beside an explicit gn.model.
+func TestGNOptimized(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("REIGNPIPE_HOME", home)
+	const opt = "gn:\n  name: bge-small-en-v15\n  optimized: true\n"
+	if _, err := Parse([]byte(minimal + opt)); err == nil || !strings.Contains(err.Error(), "make gn-optimized") {
+		t.Fatalf("missing variant: %v", err)
+	}
+	variant := filepath.Join(home, "gn", "bge-small-en-v15-opt", "model.onnx")
+	if err := os.MkdirAll(filepath.Dir(variant), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(variant, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse([]byte(minimal + opt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, tok := c.GN.ModelPaths()
+	if model != variant || tok != filepath.Join(home, "gn", "bge-small-en-v15", "tokenizer.json") {
+		t.Fatalf("optimized paths %s, %s", model, tok)
+	}
+	if _, err := Parse([]byte(minimal + opt + "  model: /x/model.onnx\n")); err == nil || !strings.Contains(err.Error(), "gn.optimized") {
+		t.Fatalf("optimized with an explicit model: %v", err)
+	}
+	plain, err := Parse([]byte(minimal + "gn:\n  name: bge-small-en-v15\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := plain.GN.ModelPaths(); m != filepath.Join(home, "gn", "bge-small-en-v15", "model.onnx") {
+		t.Fatalf("default model %s", m)
+	}
+}

@@ -165,7 +165,7 @@ func evaluate(ctx context.Context, cfg *pipelines.Config, src *irdata.Source, da
 	sum.GNWindows = enc.GNWindows
 
 	// 2. Every embedding system from the cache, without the GN.
-	lib, err := cfg.Runtime.LibraryPath()
+	lib, err := cfg.LibraryPath()
 	if err != nil {
 		return nil, err
 	}
@@ -314,8 +314,9 @@ func evaluate(ctx context.Context, cfg *pipelines.Config, src *irdata.Source, da
 // encodeCounts are the window counts of encodeSides, both sides together.
 type encodeCounts struct {
 	Windows   int64 `json:"windows"`
-	GNWindows int64 `json:"gn_windows"` // cache misses, embedded by the GN
-	CacheHits int64 `json:"cache_hits"` // served from the chunk cache: GN work avoided
+	GNWindows int64 `json:"gn_windows"`        // cache misses, embedded by the GN
+	GNShared  int64 `json:"gn_windows_shared"` // cache misses that took an identical in-flight window's vector
+	CacheHits int64 `json:"cache_hits"`        // served from the chunk cache: GN work avoided
 }
 
 // encodeSides runs the dataset's corpus (source "c") and queries (source "q") through the
@@ -358,6 +359,7 @@ func encodeSides(ctx context.Context, cfg *pipelines.Config, ds *eval.Dataset, o
 		}
 		n.Windows += rs.Windows
 		n.GNWindows += rs.GNWindows
+		n.GNShared += rs.GNShared
 		n.CacheHits += rs.CacheHits
 	}
 	return n, nil

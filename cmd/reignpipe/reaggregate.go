@@ -63,7 +63,7 @@ func cmdReaggregate(ctx context.Context, args []string) error {
 func reaggregate(ctx context.Context, cfg *pipelines.Config, outDir string) (sum ReaggregateSummary, err error) {
 	start := time.Now()
 	sum.Pipeline, sum.Output = cfg.Name, outDir
-	lib, err := cfg.Runtime.LibraryPath()
+	lib, err := cfg.LibraryPath()
 	if err != nil {
 		return sum, err
 	}

@@ -105,7 +105,7 @@ func runWith(ctx context.Context, cfg *pipelines.Config, fromScratch bool, w wir
 	}
 
 	// The one ONNX Runtime environment of this process.
-	lib, err := cfg.Runtime.LibraryPath()
+	lib, err := cfg.LibraryPath()
 	if err != nil {
 		return sum, err
 	}

@@ -240,7 +240,7 @@ func (e *stageEnv) aggregate(ctx context.Context, dl connectors.DeadLetterSink, 
 	cfg := e.cfg
 	// The GN model is loaded for its fingerprint and dimension (the space chunk embeddings must
 	// come from); it runs no forward pass here. REIGN runs on the same ORT environment.
-	lib, err := cfg.Runtime.LibraryPath()
+	lib, err := cfg.LibraryPath()
 	if err != nil {
 		return err
 	}

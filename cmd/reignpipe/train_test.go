@@ -161,7 +161,7 @@ func TestTrainREIGN(t *testing.T) {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
 	t.Logf("trainer output:\n%s", log.String())
-	if sum.Corpus != 24 || sum.Queries != 24 || sum.Encode.GNWindows == 0 || sum.Encode.Windows != sum.Encode.GNWindows+sum.Encode.CacheHits {
+	if sum.Corpus != 24 || sum.Queries != 24 || sum.Encode.GNWindows == 0 || sum.Encode.Windows != sum.Encode.GNWindows+sum.Encode.GNShared+sum.Encode.CacheHits {
 		t.Fatalf("summary %+v", sum)
 	}
 	if sum.IndexWindows != sum.Encode.Windows || sum.IndexWindows < 2*48 { // every document is 2+ windows

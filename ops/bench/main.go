@@ -2,7 +2,7 @@
 // end-to-end GN throughput against the limit: raw ONNX Runtime on the same pre-tokenized
 // windows with the best batch size. It also reports tokenizer tokens/s and peak RSS.
 //
-//	go run ./ops/bench -dump path/to/pages-articles.xml.bz2 [-docs 60] [-batches 8,16,32]
+//	go run ./ops/bench -dump path/to/pages-articles.xml.bz2 [-docs 60] [-batches 8,16,32] [-provider cuda:0]
 //
 // Ratios, not absolute times, are the result: this machine is shared and noisy.
 package main
@@ -39,6 +39,7 @@ import (
 )
 
 type result struct {
+	Provider         string             `json:"provider"`
 	Docs             int                `json:"docs"`
 	Windows          int                `json:"windows"`
 	Tokens           int                `json:"tokens"`
@@ -63,8 +64,9 @@ func main() {
 	gnName := flag.String("gn", "bge-small-en-v15", "fetched GN name")
 	batchList := flag.String("batches", "8,16,32", "raw ORT batch sizes to try")
 	out := flag.String("out", "", "write the JSON result here too")
+	provider := flag.String("provider", "cpu", "GN execution provider: cpu or cuda:N (the GPU build from ops/fetch --gpu)")
 	flag.Parse()
-	if err := run(*dump, *maxDocs, *gnName, *batchList, *out); err != nil {
+	if err := run(*dump, *maxDocs, *gnName, *batchList, *out, *provider); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -91,7 +93,7 @@ func (l *limited) Read(ctx context.Context) (schemas.Document, connectors.AckFun
 	return l.Source.Read(ctx)
 }
 
-func run(dump string, maxDocs int, gnName, batchList, outPath string) error {
+func run(dump string, maxDocs int, gnName, batchList, outPath, provider string) error {
 	if dump == "" {
 		return errors.New("-dump is required")
 	}
@@ -105,7 +107,7 @@ func run(dump string, maxDocs int, gnName, batchList, outPath string) error {
 	}
 	gcfg := pipelines.GNConfig{Name: gnName}
 	modelPath, tokPath := gcfg.ModelPaths()
-	lib, err := pipelines.RuntimeConfig{}.LibraryPath()
+	lib, err := pipelines.RuntimeConfig{}.LibraryFor(provider)
 	if err != nil {
 		return err
 	}
@@ -118,7 +120,7 @@ func run(dump string, maxDocs int, gnName, batchList, outPath string) error {
 	if err != nil {
 		return err
 	}
-	model, err := rt.Load(gn.Config{Name: gnName, Model: modelPath, Tokenizer: tokPath})
+	model, err := rt.Load(gn.Config{Name: gnName, Model: modelPath, Tokenizer: tokPath, Provider: provider})
 	if err != nil {
 		return err
 	}
@@ -146,7 +148,7 @@ func run(dump string, maxDocs int, gnName, batchList, outPath string) error {
 		docs = append(docs, d)
 	}
 	src.Close(context.Background())
-	res := result{Docs: len(docs), RawWindowsPerS: map[string]float64{}}
+	res := result{Provider: provider, Docs: len(docs), RawWindowsPerS: map[string]float64{}}
 	start := time.Now()
 	var windows [][]int32
 	for _, d := range docs {

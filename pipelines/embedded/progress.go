@@ -139,6 +139,7 @@ func MetricsHandler(r *Runner, l promtext.Labels, extra func() map[string]float6
 			{Name: "reignpipe_windows_total", Kind: "counter", Help: "GN windows cut.", Value: float64(c.Windows.Load())},
 			{Name: "reignpipe_cache_hits_total", Kind: "counter", Help: "Windows served from the chunk cache.", Value: float64(c.CacheHits.Load())},
 			{Name: "reignpipe_gn_windows_total", Kind: "counter", Help: "Windows sent to the GN.", Value: float64(c.GNWindows.Load())},
+			{Name: "reignpipe_gn_windows_shared_total", Kind: "counter", Help: "Cache misses that took an identical in-flight window's vector instead of the GN.", Value: float64(c.GNShared.Load())},
 			{Name: "reignpipe_tokens_total", Kind: "counter", Help: "Content tokens.", Value: float64(c.Tokens.Load())},
 			{Name: "reignpipe_commits_total", Kind: "counter", Help: "Durable commits.", Value: float64(c.Commits.Load())},
 			{Name: "reignpipe_in_flight", Kind: "gauge", Help: "Inputs between source and writer.", Value: float64(c.InFlight.Load())},

@@ -143,6 +143,7 @@ type Counters struct {
 	CacheHits     atomic.Int64
 	CacheCorrupt  atomic.Int64 // cached windows found damaged and embedded again
 	GNWindows     atomic.Int64 // windows sent to the GN
+	GNShared      atomic.Int64 // windows that missed the cache and took an identical in-flight window's vector
 	Commits       atomic.Int64
 	Watermark     atomic.Int64
 	InFlight      atomic.Int64
@@ -166,6 +167,7 @@ type item struct {
 	keys    []uint64
 	emb     [][]float32
 	miss    []bool
+	leads   []uint64 // keys whose GN flight this item leads (flights.release)
 	pending atomic.Int32
 	errMu   sync.Mutex
 	err     error
@@ -182,10 +184,11 @@ func (it *item) fail(stage string, err error) {
 
 // Runner executes one pipeline once.
 type Runner struct {
-	parts  Parts
-	opt    Options
-	budget *byteBudget
-	C      Counters
+	parts   Parts
+	opt     Options
+	budget  *byteBudget
+	flights *flights
+	C       Counters
 }
 
 // New checks the parts and returns a runner.
@@ -214,7 +217,7 @@ func New(p Parts, opt Options) (*Runner, error) {
 	if err := p.Chunking.Validate(); err != nil {
 		return nil, err
 	}
-	return &Runner{parts: p, opt: opt, budget: newByteBudget(opt.InflightBytes)}, nil
+	return &Runner{parts: p, opt: opt, budget: newByteBudget(opt.InflightBytes), flights: newFlights()}, nil
 }
 
 // Run processes the source to its end (or until ctx is cancelled: soft stop) and returns after
@@ -302,7 +305,8 @@ func (r *Runner) Run(ctx context.Context) error {
 	// and be committed, so its context is not the one the hard stop cancels.
 	if err := r.write(context.WithoutCancel(hardCtx), done); err != nil {
 		fail(err)
-		for range done { // let the other stages finish; nothing more is committed
+		for it := range done { // let the other stages finish; nothing more is committed
+			r.flights.release(it)
 			r.C.InFlight.Add(-1)
 			r.C.Abandoned.Add(1)
 		}
@@ -447,17 +451,32 @@ func (r *Runner) embed(ctx context.Context, it *item, deliver func(*item)) {
 			r.C.CacheHits.Add(1)
 			continue
 		}
+		// A miss is stored by the writer whether it led the flight or waited on it: if the
+		// leading document fails for its own reasons, the waiter's row is the one kept.
 		it.miss[i] = true
 		it.pending.Add(1)
+		idx, key := i, it.keys[i]
+		lead := r.flights.join(key, it, it.emb[i], func(err error) {
+			if err != nil {
+				r.failGN(ctx, it, fmt.Errorf("GN on window %d (an identical window in flight): %w", idx, err))
+			}
+			finish()
+		})
+		if !lead {
+			r.C.GNShared.Add(1)
+			continue
+		}
+		it.leads = append(it.leads, key)
 		r.C.GNWindows.Add(1)
-		idx := i
 		err = r.parts.Embedder.Submit(ctx, it.windows[i], it.emb[i], func(err error) {
+			r.flights.land(key, err)
 			if err != nil {
 				r.failGN(ctx, it, fmt.Errorf("GN on window %d: %w", idx, err))
 			}
 			finish()
 		})
 		if err != nil {
+			r.flights.land(key, fmt.Errorf("submitting window %d of %s: %w", i, it.doc.ID, err))
 			r.failGN(ctx, it, fmt.Errorf("submitting window %d: %w", i, err))
 			it.pending.Add(-1)
 			break

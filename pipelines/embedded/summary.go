@@ -33,6 +33,7 @@ type Summary struct {
 	CacheHitRate  float64  `json:"cache_hit_rate"`
 	CacheCorrupt  int64    `json:"cache_corrupt_reembedded"` // damaged cached windows embedded again (and replaced)
 	GNWindows     int64    `json:"gn_windows"`
+	GNShared      int64    `json:"gn_windows_shared"` // cache misses that took an identical in-flight window's vector instead of the GN
 	GNForward     int64    `json:"gn_forward_passes"`
 	GNPadRatio    float64  `json:"gn_padding_ratio"` // padded tokens / real tokens in GN batches
 	ChunkRowsNew  int64    `json:"chunk_rows_written"`
@@ -68,6 +69,7 @@ func (r *Runner) Summarize(s *Summary, src connectors.SourceStats) {
 		s.CacheHitRate = float64(s.CacheHits) / float64(s.Windows)
 	}
 	s.GNWindows = c.GNWindows.Load()
+	s.GNShared = c.GNShared.Load()
 	s.ChunkRowsNew = c.ChunkRowsNew.Load()
 	if s.WallSeconds > 0 {
 		s.WindowsPerSec = float64(s.Windows) / s.WallSeconds

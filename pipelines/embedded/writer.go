@@ -95,6 +95,7 @@ func (r *Runner) write(ctx context.Context, done <-chan *item) (err error) {
 			r.C.ProcessedDocs.Add(1)
 			r.C.InFlight.Add(-1)
 			written, err := r.handle(ctx, it)
+			r.flights.release(it) // its rows are in the cache now, or it failed: waiters no longer need it
 			// handle has let go of the text and the window buffers, written or not.
 			r.budget.release(it.size)
 			if err != nil {

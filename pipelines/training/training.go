@@ -95,7 +95,7 @@ func LoadData(dataDir string, selfSupervised bool, work string) (*eval.Dataset, 
 // the encoding step just wrote. It returns the GN fingerprint of the cache and the number of windows
 // listed. The file appears complete or not at all.
 func ExportSequences(cfg *pipelines.Config, ds *eval.Dataset, path string) (fingerprint string, windows int64, err error) {
-	lib, err := cfg.Runtime.LibraryPath()
+	lib, err := cfg.LibraryPath()
 	if err != nil {
 		return "", 0, err
 	}

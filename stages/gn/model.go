@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -238,9 +239,7 @@ func sessionOptions(cfg Config, kind string, device int, lib string) (*ort.Sessi
 	if kind != "cuda" {
 		return opts, nil
 	}
-	noCUDA := func(err error) (*ort.SessionOptions, error) {
-		return fail(fmt.Errorf("gn: provider cuda:%d: the ONNX Runtime library %s cannot run CUDA (a CPU-only build, or no usable GPU/CUDA runtime); use a GPU build of ONNX Runtime or provider \"cpu\": %w", device, lib, err))
-	}
+	noCUDA := func(err error) (*ort.SessionOptions, error) { return fail(cudaError(device, lib, err)) }
 	co, err := ort.NewCUDAProviderOptions()
 	if err != nil {
 		return noCUDA(err)
@@ -253,6 +252,20 @@ func sessionOptions(cfg Config, kind string, device int, lib string) (*ort.Sessi
 		return noCUDA(err)
 	}
 	return opts, nil
+}
+
+// cudaError says why cuda:N could not start, in the two cases that need different fixes: the
+// library is a CPU-only build (ORT loads the CUDA provider from the library's own folder, so
+// its absence there decides it), or it is the GPU build and the host lacks what the provider
+// links against.
+func cudaError(device int, lib string, err error) error {
+	provider := filepath.Join(filepath.Dir(lib), "libonnxruntime_providers_cuda.so")
+	if _, serr := os.Stat(provider); serr != nil {
+		return fmt.Errorf("gn: provider cuda:%d: the ONNX Runtime library %s cannot run CUDA: it is a CPU-only build (no %s beside it); run ops/fetch --gpu and leave runtime.ort_library unset, or use provider \"cpu\": %w",
+			device, lib, filepath.Base(provider), err)
+	}
+	return fmt.Errorf("gn: provider cuda:%d: the GPU build of ONNX Runtime at %s cannot run CUDA here: it needs an NVIDIA GPU with its driver, CUDA 12 (libcudart.so.12, cuBLAS, cuFFT, cuRAND) and cuDNN 9 where the dynamic loader finds them (LD_LIBRARY_PATH); or use provider \"cpu\": %w",
+		device, lib, err)
 }
 
 func sha256File(path string) (string, error) {

@@ -243,8 +243,10 @@ func TestCUDAProviderOnCPUBuild(t *testing.T) {
 		m.Close()
 		t.Skip("this ONNX Runtime library has CUDA; the CPU-only error path cannot be tested here")
 	}
-	if !strings.Contains(err.Error(), "cannot run CUDA") {
-		t.Fatalf("error does not explain the missing CUDA support: %v", err)
+	for _, want := range []string{"cannot run CUDA", "CPU-only build", "ops/fetch --gpu"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("error does not say %q: %v", want, err)
+		}
 	}
 	t.Logf("cuda:0 on the CPU build: %v", err)
 }

@@ -242,8 +242,11 @@ def main():
             if s.startswith("reignpipe"):
                 with open(os.path.join(out, "summary.json")) as f:
                     summ = json.load(f)
-                if summ.get("windows") != prep["windows"] or summ.get("gn_windows") != prep["windows"]:
-                    raise SystemExit(f"peers: {s} embedded {summ.get('gn_windows')} windows, prep has {prep['windows']}")
+                # A window repeated in the corpus is embedded once (gn_windows_shared counts the
+                # copies), so every window is either sent to the GN or shared, never a cache hit.
+                sent = summ.get("gn_windows", 0) + summ.get("gn_windows_shared", 0)
+                if summ.get("windows") != prep["windows"] or sent != prep["windows"]:
+                    raise SystemExit(f"peers: {s} embedded {summ.get('gn_windows')} windows (+{summ.get('gn_windows_shared', 0)} shared), prep has {prep['windows']}")
                 emb = reignpipe_embeddings(os.path.join(out, "cache"), docs)
                 if s == "reignpipe":
                     ref = emb
