@@ -133,21 +133,14 @@ func run(dump string, maxDocs int, gnName, batchList, outPath, provider string) 
 		return err
 	}
 	var docs []schemas.Document
-	for maxDocs == 0 || len(docs) < maxDocs {
-		d, _, err := src.Read(context.Background())
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		var bad *connectors.BadInputError
-		if errors.As(err, &bad) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
+	_, err = connectors.Each(context.Background(), src, func(d schemas.Document) (bool, error) {
 		docs = append(docs, d)
-	}
+		return maxDocs == 0 || len(docs) < maxDocs, nil
+	})
 	src.Close(context.Background())
+	if err != nil {
+		return err
+	}
 	res := result{Provider: provider, Docs: len(docs), RawWindowsPerS: map[string]float64{}}
 	start := time.Now()
 	var windows [][]int32

@@ -13,13 +13,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/connectors/wikipedia"
 	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/chunk"
 	"github.com/reignpipe/reignpipe/stages/wordpiece"
 )
@@ -57,19 +57,7 @@ func run(dump, out string, docs, tokens int, gnName string) error {
 	}
 	enc := json.NewEncoder(f)
 	n, total := 0, 0
-	for n < docs {
-		d, _, err := src.Read(context.Background())
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		var bad *connectors.BadInputError
-		if errors.As(err, &bad) {
-			continue
-		}
-		if err != nil {
-			f.Close()
-			return err
-		}
+	_, err = connectors.Each(context.Background(), src, func(d schemas.Document) (bool, error) {
 		var keep []string
 		count := 0
 		for _, p := range chunk.Paragraphs(d.Text) {
@@ -80,19 +68,22 @@ func run(dump, out string, docs, tokens int, gnName string) error {
 			count += len(tok.Encode(p))
 		}
 		if count < tokens {
-			continue // shorter than the target: not a GoodWiki-length document
+			return true, nil // shorter than the target: not a GoodWiki-length document
 		}
 		text := strings.Join(keep, "\n")
 		if got := len(tok.Encode(text)); got != count {
-			f.Close()
-			return fmt.Errorf("%s: %d tokens by paragraph, %d whole", d.Title, count, got)
+			return false, fmt.Errorf("%s: %d tokens by paragraph, %d whole", d.Title, count, got)
 		}
 		if err := enc.Encode(map[string]string{"id": d.ID, "title": d.Title, "text": text}); err != nil {
-			f.Close()
-			return err
+			return false, err
 		}
 		n++
 		total += count
+		return n < docs, nil
+	})
+	if err != nil {
+		f.Close()
+		return err
 	}
 	if err := f.Close(); err != nil {
 		return err

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"slices"
@@ -26,6 +25,7 @@ import (
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/connectors/wikipedia"
 	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/chunk"
 	"github.com/reignpipe/reignpipe/stages/gn"
 	"github.com/reignpipe/reignpipe/stages/gn/gnbatch"
@@ -148,19 +148,11 @@ func cut(dump string, tok *wordpiece.Tokenizer, n int) ([][]int32, error) {
 	}
 	defer src.Close(context.Background())
 	var ws [][]int32
-	for len(ws) < n {
-		d, _, err := src.Read(context.Background())
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		var bad *connectors.BadInputError
-		if errors.As(err, &bad) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
+	if _, err := connectors.Each(context.Background(), src, func(d schemas.Document) (bool, error) {
 		ws = append(ws, chunk.Default.Windows(tok.Encode(d.Text), tok.CLS(), tok.SEP())...)
+		return len(ws) < n, nil
+	}); err != nil {
+		return nil, err
 	}
 	if len(ws) < n {
 		return nil, fmt.Errorf("%s has only %d windows", dump, len(ws))

@@ -16,7 +16,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
@@ -58,26 +57,18 @@ func main() {
 	}
 }
 
-// readAll reads every document of src, skipping bad inputs as the runner would dead-letter them.
+// readAll reads the documents of src while keep says so, skipping bad inputs as the runner
+// would dead-letter them.
 func readAll(src connectors.Source, keep func(schemas.Document) bool) ([]schemas.Document, error) {
 	var docs []schemas.Document
-	for {
-		d, _, err := src.Read(context.Background())
-		if errors.Is(err, io.EOF) {
-			return docs, nil
-		}
-		var bad *connectors.BadInputError
-		if errors.As(err, &bad) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
+	_, err := connectors.Each(context.Background(), src, func(d schemas.Document) (bool, error) {
 		if !keep(d) {
-			return docs, nil
+			return false, nil
 		}
 		docs = append(docs, d)
-	}
+		return true, nil
+	})
+	return docs, err
 }
 
 func run(dump, outDir, gnName string, maxDocs, minWindows int) error {
