@@ -13,10 +13,9 @@ import (
 	"github.com/reignpipe/reignpipe/internal/atomicfile"
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/irdata"
+	"github.com/reignpipe/reignpipe/pipelines/parts"
 	"github.com/reignpipe/reignpipe/stages/aggregate"
-	"github.com/reignpipe/reignpipe/stages/chunk"
 	"github.com/reignpipe/reignpipe/stages/eval"
-	"github.com/reignpipe/reignpipe/stages/gn"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
 
@@ -165,27 +164,12 @@ func evaluate(ctx context.Context, cfg *pipelines.Config, src *irdata.Source, da
 	sum.GNWindows = enc.GNWindows
 
 	// 2. Every embedding system from the cache, without the GN.
-	lib, err := cfg.LibraryPath()
+	pp, err := parts.Open(cfg, parts.Want{Cache: true})
 	if err != nil {
 		return nil, err
 	}
-	rt, err := gn.NewRuntime(lib)
-	if err != nil {
-		return nil, err
-	}
-	defer rt.Close()
-	modelPath, tokPath := cfg.GN.ModelPaths()
-	model, err := rt.Load(gn.Config{Name: cfg.GN.Name, Model: modelPath, Tokenizer: tokPath, Provider: cfg.GN.Provider})
-	if err != nil {
-		return nil, err
-	}
-	defer model.Close()
-	p := chunk.Params{K: cfg.Chunking.K, S: cfg.Chunking.S}
-	cache, err := shardcache.Open(shardcache.Options{Dir: cfg.Cache.Dir, Fingerprint: model.Fingerprint(), Dim: model.Dim(), K: p.K, S: p.S})
-	if err != nil {
-		return nil, err
-	}
-	defer cache.Close()
+	defer pp.Close()
+	rt, model, cache, p := pp.Runtime, pp.Model, pp.Cache, pp.Params
 	meanPool, err := aggregate.NewMeanPool(model.Dim(), model.Fingerprint())
 	if err != nil {
 		return nil, err
@@ -198,7 +182,7 @@ func evaluate(ctx context.Context, cfg *pipelines.Config, src *irdata.Source, da
 		{"gn-meanpool", meanPool},
 	}
 	if cfg.Aggregate.Type == "reign" {
-		agg, _, closeAgg, err := buildAggregator(rt, cfg, model, p)
+		agg, _, closeAgg, err := parts.BuildAggregator(rt, cfg, model, p)
 		if err != nil {
 			return nil, err
 		}

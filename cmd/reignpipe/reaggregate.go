@@ -10,10 +10,9 @@ import (
 
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/parts"
 	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/aggregate"
-	"github.com/reignpipe/reignpipe/stages/chunk"
-	"github.com/reignpipe/reignpipe/stages/gn"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
 
@@ -63,35 +62,15 @@ func cmdReaggregate(ctx context.Context, args []string) error {
 func reaggregate(ctx context.Context, cfg *pipelines.Config, outDir string) (sum ReaggregateSummary, err error) {
 	start := time.Now()
 	sum.Pipeline, sum.Output = cfg.Name, outDir
-	lib, err := cfg.LibraryPath()
-	if err != nil {
-		return sum, err
-	}
-	rt, err := gn.NewRuntime(lib)
-	if err != nil {
-		return sum, err
-	}
-	defer rt.Close()
 	// The GN model is loaded only for its fingerprint and dimension, which name the cache's
 	// space; it runs no forward pass (the summary reports its counter).
-	modelPath, tokPath := cfg.GN.ModelPaths()
-	model, err := rt.Load(gn.Config{Name: cfg.GN.Name, Model: modelPath, Tokenizer: tokPath, Provider: cfg.GN.Provider})
-	if err != nil {
-		return sum, fmt.Errorf("GN model: %w", err)
-	}
-	defer model.Close()
-	p := chunk.Params{K: cfg.Chunking.K, S: cfg.Chunking.S}
-	agg, companion, closeAgg, err := buildAggregator(rt, cfg, model, p)
+	pp, err := parts.Open(cfg, parts.Want{Cache: true, Aggregator: true})
 	if err != nil {
 		return sum, err
 	}
-	defer closeAgg()
+	defer pp.Close()
+	model, cache, agg, companion := pp.Model, pp.Cache, pp.Aggregator, pp.Companion
 	sum.Space = agg.Space()
-	cache, err := shardcache.Open(shardcache.Options{Dir: cfg.Cache.Dir, Fingerprint: model.Fingerprint(), Dim: model.Dim(), K: p.K, S: p.S})
-	if err != nil {
-		return sum, err
-	}
-	defer cache.Close()
 	gnDim := 0
 	if companion != nil {
 		gnDim = companion.Dim()

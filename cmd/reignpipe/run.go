@@ -16,12 +16,9 @@ import (
 	"github.com/reignpipe/reignpipe/internal/promtext"
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/embedded"
+	"github.com/reignpipe/reignpipe/pipelines/parts"
 	"github.com/reignpipe/reignpipe/schemas"
-	"github.com/reignpipe/reignpipe/stages/aggregate"
-	"github.com/reignpipe/reignpipe/stages/chunk"
 	"github.com/reignpipe/reignpipe/stages/gn"
-	"github.com/reignpipe/reignpipe/stages/shardcache"
-	"github.com/reignpipe/reignpipe/stages/wordpiece"
 )
 
 func cmdRun(ctx context.Context, args []string) error {
@@ -104,29 +101,19 @@ func runWith(ctx context.Context, cfg *pipelines.Config, fromScratch bool, w wir
 		log.Info("from scratch: checkpoint and vector outputs removed; chunk cache kept", "cache", cfg.Cache.Dir)
 	}
 
-	// The one ONNX Runtime environment of this process.
-	lib, err := cfg.LibraryPath()
+	// The one ONNX Runtime environment of this process, the GN, its tokenizer, the cache and
+	// the aggregation; closed last, so the cache's Close error reaches the caller.
+	pp, err := parts.Open(cfg, parts.Want{Embed: true, Tokenizer: true, Cache: true, Aggregator: !w.noVectors})
 	if err != nil {
 		return sum, err
 	}
-	rt, err := gn.NewRuntime(lib)
-	if err != nil {
-		return sum, err
-	}
-	defer rt.Close()
-	modelPath, tokPath := cfg.GN.ModelPaths()
-	tok, err := wordpiece.Load(tokPath)
-	if err != nil {
-		return sum, fmt.Errorf("GN tokenizer: %w (run ops/fetch?)", err)
-	}
-	model, err := rt.Load(gn.Config{
-		Name: cfg.GN.Name, Model: modelPath, Tokenizer: tokPath, Provider: cfg.GN.Provider,
-		IntraOpThreads: cfg.GN.IntraOpThreads, InterOpThreads: cfg.GN.InterOpThreads,
-	})
-	if err != nil {
-		return sum, fmt.Errorf("GN model: %w", err)
-	}
-	defer model.Close()
+	defer func() {
+		if cerr := pp.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	tok, model, cache, params := pp.Tokenizer, pp.Model, pp.Cache, pp.Params
+	agg, companion := pp.Aggregator, pp.Companion
 	batcher, err := gn.NewBatcher(model, gn.BatcherOptions{
 		TokenBudget: cfg.Batching.TokenBudget, MaxBatch: cfg.Batching.MaxBatch, MaxWait: cfg.Batching.MaxWait.Duration,
 	})
@@ -139,29 +126,6 @@ func runWith(ctx context.Context, cfg *pipelines.Config, fromScratch bool, w wir
 			batcher.Close()
 		}
 	}()
-	params := chunk.Params{K: cfg.Chunking.K, S: cfg.Chunking.S}
-
-	cache, err := shardcache.Open(shardcache.Options{
-		Dir: cfg.Cache.Dir, Fingerprint: model.Fingerprint(), Dim: model.Dim(), K: params.K, S: params.S,
-		RowsPerShard: cfg.Cache.RowsPerShard,
-	})
-	if err != nil {
-		return sum, err
-	}
-	defer func() {
-		if cerr := cache.Close(); cerr != nil && err == nil {
-			err = cerr
-		}
-	}()
-	var agg, companion aggregate.Aggregator
-	if !w.noVectors {
-		var closeAgg func()
-		agg, companion, closeAgg, err = buildAggregator(rt, cfg, model, params)
-		if err != nil {
-			return sum, err
-		}
-		defer closeAgg()
-	}
 
 	src := w.source
 	if src == nil {

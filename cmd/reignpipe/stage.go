@@ -16,9 +16,8 @@ import (
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/distributed"
 	"github.com/reignpipe/reignpipe/pipelines/embedded"
+	"github.com/reignpipe/reignpipe/pipelines/parts"
 	"github.com/reignpipe/reignpipe/schemas"
-	"github.com/reignpipe/reignpipe/stages/chunk"
-	"github.com/reignpipe/reignpipe/stages/gn"
 )
 
 // stageNames are the processes of distributed mode; "process" is embed and aggregate in one
@@ -240,27 +239,12 @@ func (e *stageEnv) aggregate(ctx context.Context, dl connectors.DeadLetterSink, 
 	cfg := e.cfg
 	// The GN model is loaded for its fingerprint and dimension (the space chunk embeddings must
 	// come from); it runs no forward pass here. REIGN runs on the same ORT environment.
-	lib, err := cfg.LibraryPath()
+	pp, err := parts.Open(cfg, parts.Want{Aggregator: true})
 	if err != nil {
 		return err
 	}
-	rt, err := gn.NewRuntime(lib)
-	if err != nil {
-		return err
-	}
-	defer rt.Close()
-	modelPath, tokPath := cfg.GN.ModelPaths()
-	model, err := rt.Load(gn.Config{Name: cfg.GN.Name, Model: modelPath, Tokenizer: tokPath, Provider: "cpu"})
-	if err != nil {
-		return fmt.Errorf("GN model (for its fingerprint): %w", err)
-	}
-	defer model.Close()
-	params := chunk.Params{K: cfg.Chunking.K, S: cfg.Chunking.S}
-	agg, companion, closeAgg, err := buildAggregator(rt, cfg, model, params)
-	if err != nil {
-		return err
-	}
-	defer closeAgg()
+	defer pp.Close()
+	model, params, agg, companion := pp.Model, pp.Params, pp.Aggregator, pp.Companion
 	var outs []connectors.Sink
 	for _, sc := range cfg.Sinks {
 		var s connectors.Sink

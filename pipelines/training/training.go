@@ -23,10 +23,9 @@ import (
 
 	"github.com/reignpipe/reignpipe/internal/atomicfile"
 	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/parts"
 	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/eval"
-	"github.com/reignpipe/reignpipe/stages/gn"
-	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
 
 // How `reignpipe train` finds the trainer and its interpreter, and the index it writes.
@@ -95,28 +94,13 @@ func LoadData(dataDir string, selfSupervised bool, work string) (*eval.Dataset, 
 // the encoding step just wrote. It returns the GN fingerprint of the cache and the number of windows
 // listed. The file appears complete or not at all.
 func ExportSequences(cfg *pipelines.Config, ds *eval.Dataset, path string) (fingerprint string, windows int64, err error) {
-	lib, err := cfg.LibraryPath()
-	if err != nil {
-		return "", 0, err
-	}
-	rt, err := gn.NewRuntime(lib)
-	if err != nil {
-		return "", 0, err
-	}
-	defer rt.Close()
-	modelPath, tokPath := cfg.GN.ModelPaths()
-	model, err := rt.Load(gn.Config{Name: cfg.GN.Name, Model: modelPath, Tokenizer: tokPath, Provider: cfg.GN.Provider})
-	if err != nil {
-		return "", 0, err
-	}
-	defer model.Close()
-	fp, dim := model.Fingerprint(), model.Dim()
-	cache, err := shardcache.Open(shardcache.Options{Dir: cfg.Cache.Dir, Fingerprint: fp, Dim: dim, K: cfg.Chunking.K, S: cfg.Chunking.S})
+	pp, err := parts.Open(cfg, parts.Want{Cache: true})
 	if err != nil {
 		return "", 0, err
 	}
 	// Closed before the trainer starts: Close flushes, and the trainer reads only the shards.
-	defer func() { err = errors.Join(err, cache.Close()) }()
+	defer func() { err = errors.Join(err, pp.Close()) }()
+	cache, fp, dim := pp.Cache, pp.Model.Fingerprint(), pp.Model.Dim()
 
 	meta := map[string]string{
 		schemas.MetaGNFingerprint: fp, schemas.MetaK: strconv.Itoa(cfg.Chunking.K),

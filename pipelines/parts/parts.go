@@ -1,0 +1,139 @@
+// Package parts opens what a pipeline's config names -- the ONNX Runtime environment, the GN,
+// its tokenizer, the chunk cache and the document aggregator -- in one place, for every command
+// and both runners, with one Close. Each caller asks only for what it uses.
+package parts
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/stages/aggregate"
+	"github.com/reignpipe/reignpipe/stages/chunk"
+	"github.com/reignpipe/reignpipe/stages/gn"
+	"github.com/reignpipe/reignpipe/stages/reign"
+	"github.com/reignpipe/reignpipe/stages/shardcache"
+	"github.com/reignpipe/reignpipe/stages/wordpiece"
+)
+
+// Want says which parts to open beyond the runtime and the GN, which are always opened.
+type Want struct {
+	// Embed: the GN will run forward passes, so it gets the configured provider and threads.
+	// Without it the GN is loaded on the CPU only for its fingerprint and dimension (the space
+	// the cache and the aggregators are keyed by).
+	Embed bool
+	// Tokenizer loads the GN's WordPiece vocabulary.
+	Tokenizer bool
+	// Cache opens the chunk cache in the GN's space.
+	Cache bool
+	// Aggregator builds the configured document aggregation (and its GN mean-pool companion).
+	Aggregator bool
+}
+
+// Parts are the opened parts; the fields Want left out are nil.
+type Parts struct {
+	Runtime   *gn.Runtime
+	Model     *gn.Model
+	Tokenizer *wordpiece.Tokenizer
+	Cache     *shardcache.Cache
+	// Aggregator is the configured aggregation; Companion the GN mean-pool published beside a
+	// REIGN vector (nil for mean-pool pipelines, whose vector already is that one).
+	Aggregator, Companion aggregate.Aggregator
+	Params                chunk.Params
+
+	closers []func() error // in opening order; Close runs them backwards
+}
+
+// Open opens cfg's parts. On an error everything opened so far is closed again.
+func Open(cfg *pipelines.Config, want Want) (_ *Parts, err error) {
+	p := &Parts{Params: chunk.Params{K: cfg.Chunking.K, S: cfg.Chunking.S}}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, p.Close())
+		}
+	}()
+	lib, err := cfg.LibraryPath()
+	if err != nil {
+		return nil, err
+	}
+	if p.Runtime, err = gn.NewRuntime(lib); err != nil {
+		return nil, err
+	}
+	p.closers = append(p.closers, p.Runtime.Close)
+	modelPath, tokPath := cfg.GN.ModelPaths()
+	if want.Tokenizer {
+		if p.Tokenizer, err = wordpiece.Load(tokPath); err != nil {
+			return nil, fmt.Errorf("GN tokenizer: %w (run ops/fetch?)", err)
+		}
+	}
+	mc := gn.Config{Name: cfg.GN.Name, Model: modelPath, Tokenizer: tokPath, Provider: "cpu"}
+	if want.Embed {
+		mc.Provider, mc.IntraOpThreads, mc.InterOpThreads = cfg.GN.Provider, cfg.GN.IntraOpThreads, cfg.GN.InterOpThreads
+	}
+	if p.Model, err = p.Runtime.Load(mc); err != nil {
+		return nil, fmt.Errorf("GN model: %w", err)
+	}
+	p.closers = append(p.closers, p.Model.Close)
+	if want.Cache {
+		p.Cache, err = shardcache.Open(shardcache.Options{
+			Dir: cfg.Cache.Dir, Fingerprint: p.Model.Fingerprint(), Dim: p.Model.Dim(), K: p.Params.K, S: p.Params.S,
+			RowsPerShard: cfg.Cache.RowsPerShard,
+		})
+		if err != nil {
+			return nil, err
+		}
+		p.closers = append(p.closers, p.Cache.Close)
+	}
+	if want.Aggregator {
+		var closeAgg func()
+		if p.Aggregator, p.Companion, closeAgg, err = BuildAggregator(p.Runtime, cfg, p.Model, p.Params); err != nil {
+			return nil, err
+		}
+		p.closers = append(p.closers, func() error { closeAgg(); return nil })
+	}
+	return p, nil
+}
+
+// Close releases every part, the last opened first (the cache flushes), and returns what
+// failed.
+func (p *Parts) Close() error {
+	var errs []error
+	for i := len(p.closers) - 1; i >= 0; i-- {
+		errs = append(errs, p.closers[i]())
+	}
+	p.closers = nil
+	return errors.Join(errs...)
+}
+
+// BuildAggregator makes the configured document aggregation. REIGN checkpoints are checked
+// against the GN and window setting in use before anything runs; close releases the REIGN
+// session (a no-op for mean-pool).
+func BuildAggregator(rt *gn.Runtime, cfg *pipelines.Config, model *gn.Model, p chunk.Params) (agg, companion aggregate.Aggregator, close func(), err error) {
+	meanPool, err := aggregate.NewMeanPool(model.Dim(), model.Fingerprint())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if cfg.Aggregate.Type == "meanpool" {
+		return meanPool, nil, func() {}, nil
+	}
+	dir := cfg.Aggregate.Checkpoint
+	ck, err := reign.Load(dir)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("REIGN checkpoint: %w", err)
+	}
+	space := reign.Space{GNName: cfg.GN.Name, GNFingerprint: model.Fingerprint(), GNDim: model.Dim(), K: p.K, S: p.S}
+	if err := reign.CheckSpace(dir, ck, space, cfg.Aggregate.TrainedOn); err != nil {
+		return nil, nil, nil, err
+	}
+	st, err := reign.NewStage(rt, ck, reign.StageOptions{
+		Provider: cfg.GN.Provider, IntraOpThreads: cfg.GN.IntraOpThreads, InterOpThreads: cfg.GN.InterOpThreads,
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	closeStage := func() { st.Close() }
+	if cfg.Aggregate.SingleChunk == "gn" {
+		return aggregate.SingleChunkRouter{Multi: st, Single: meanPool}, meanPool, closeStage, nil
+	}
+	return st, meanPool, closeStage, nil
+}
