@@ -316,6 +316,7 @@ func (c *Cache) recover() error {
 		return err
 	}
 	wm := c.tab.Watermark()
+	replay := &replayer{c: c}
 	for _, seq := range files {
 		if seq >= c.nextSeq {
 			c.nextSeq = seq + 1
@@ -324,7 +325,7 @@ func (c *Cache) recover() error {
 		if ok && seq > wm {
 			// Marked, but its table entries may not have reached the disk (or the table is
 			// being rebuilt): insert them again; the inserts are idempotent.
-			if err := c.insertShardKeys(seq); err != nil {
+			if err := replay.add(seq); err != nil {
 				if errors.Is(err, ErrSpaceMismatch) {
 					return err
 				}
@@ -332,6 +333,9 @@ func (c *Cache) recover() error {
 			}
 		}
 		if !ok {
+			if err := replay.flush(); err != nil { // reindex commits the table
+				return err
+			}
 			if m, err = c.reindex(seq); err != nil {
 				return err
 			}
@@ -371,6 +375,9 @@ func (c *Cache) recover() error {
 	}
 	c.nextSeq = max(c.nextSeq, c.tab.MaxSeq()+1)
 	// Every visible shard's keys are in the table now; one sync covers the re-inserts.
+	if err := replay.flush(); err != nil {
+		return err
+	}
 	last := wm
 	if len(files) > 0 {
 		last = max(last, files[len(files)-1])

@@ -65,6 +65,9 @@ func dropMarker(t *testing.T, dir string, seq uint64) {
 // Every state a crash in the middle of a table insert, a doubling or a rebuild can leave, and
 // damage to the table itself, opens to a cache that returns every vector right.
 func TestTableCrashStatesRecover(t *testing.T) {
+	old := replayBatch
+	replayBatch = 20 // replays cross batches: 40 rows in shards of 16
+	defer func() { replayBatch = old }()
 	for _, tc := range []struct {
 		name    string
 		edit    func(t *testing.T, o Options, rows []Row)
