@@ -1,8 +1,8 @@
 // Package shardcache is the persistent chunk-embedding cache: every embedded window is stored
 // once, keyed by a 64-bit window key, so a re-run or a new document version re-embeds only the
 // windows it has not seen. Embeddings live in Parquet shards that pyarrow and DuckDB read as
-// they are; each shard has an uncompressed fixed-width companion that serves hits; a Pebble
-// index maps keys to shard rows.
+// they are; each shard has an uncompressed fixed-width companion that serves hits; a hash table
+// file maps keys to shard rows; a Pebble database holds shard markers and manifests.
 //
 // On-disk layout under Options.Dir:
 //
@@ -11,15 +11,19 @@
 //	                                chunk_index int32, n_tokens int32, embedding
 //	                                fixed_size_list<float not null>[dim] (schemas.ChunkSchema);
 //	                                zstd; key-value metadata reignpipe.{schema_version,gn_fingerprint,k,s,dim}.
-//	shards/shard-00000001.vec       its companion (layout in vec.go): the same rows' keys and
-//	                                embeddings at 32 + row*(16+4*dim), each row with a CRC32C.
+//	shards/shard-00000001.vec       its companion (layout in internal/vecfile): the same rows' keys
+//	                                and embeddings at 32 + row*(16+4*dim), each row with a CRC32C.
 //	                                Written the same way, after the shard and before its index.
 //	shards/*.tmp                    left by a crash mid-write; removed by Open.
+//	index.hash                      key -> (shard seq, row) table (layout in internal/hashindex):
+//	                                4 KiB bucket pages picked by the key's top bits, each with a
+//	                                CRC32C; a header with a watermark and a clean flag.
 //	index/                          Pebble database:
 //	  "c"                 -> space (fingerprint, dim, K, S); Open refuses a different one
-//	  'k' + key (8B BE)   -> version byte, uvarint shard seq, uvarint row
 //	  's' + seq (8B BE)   -> "indexed" marker: version byte, uvarint rows, uvarint file bytes
 //	  'm' + doc id        -> Manifest (see encodeManifest)
+//	  'k' + key (8B BE)   -> caches from before index.hash only: removed once Open has built
+//	                         the table (see table.go)
 //
 // Why a companion: serving a hit from Parquet means decoding a whole zstd shard (8192 rows) for
 // one row, so a read order unrelated to write order (re-aggregation walks manifests in doc id
@@ -32,23 +36,31 @@
 // beside the Parquet bytes. Parquet stays as it was so other tools and the trainer read shards
 // unchanged; Options.ReadParquet keeps the old decode-the-shard path for measurement.
 //
-// What is not O(1) is the index Get in front of every hit: ops/bench/store measured a random
-// hit at 3.2 µs (10^4 windows), 3.8 (10^5), 12 (10^6) and 43 µs (10^7; 23.5 µs CPU), the old path
-// 3,559 µs at 10^5 (ops/bench/results/store-2026-12-01.md). Past what Options.IndexCacheBytes
-// holds, each Get reads index blocks again. Storing each window's (shard, row) in its manifest
-// would take the index off the re-aggregation path; it is not done yet.
+// Why a hash table and not Pebble for keys: with per-key Pebble entries the lookup in front of
+// every hit grew with the store (a random hit 3.2 µs at 10^4 windows, 43 µs at 10^7, 64% of the
+// read CPU in pebble Get once the ~410 MB index outgrew its block cache;
+// ops/bench/results/store-2026-12-01.md). Keys are uniform hashes, so their top bits pick a
+// bucket page directly: a hit is one 4 KiB pread of the table and one of the companion at any
+// store size, and nothing of the table is held in memory.
 //
-// Crash safety rests on ordering: a shard becomes visible (rename), then its companion, before
-// any index entry names either, and its marker is committed in the same synced batch as its
-// entries. A crash between a rename and the batch leaves visible files without a marker; Open
-// re-indexes the shard, rewriting its companion from it first (a torn companion is only a *.tmp).
-// A marked shard whose companion is missing or has the wrong size (a cache from before
-// companions, a file removed by hand) gets it rebuilt from the shard by Open; if the shard cannot
-// be decoded, its hits are errors and the rest of the cache works. Damage that keeps the size
-// (a flipped bit, another shard's file) is caught per read by the header and row checks and
-// returned as ErrCorrupt, never as a vector. A companion whose shard is gone is removed.
-// Manifests are written after the index entries of the rows they name, so a manifest never
-// points at keys the index does not know.
+// Crash safety rests on ordering, and on every index being derived from the shards. A shard
+// becomes visible (rename), then its companion, then its keys go into the table, which is
+// fsynced with its watermark (the highest shard sequence whose entries are durable), and only
+// then is its marker committed. Open re-inserts the keys of marked shards past the watermark
+// (the table was rebuilt, or a crash interrupted Open's own replay before its Commit); a visible
+// shard without a marker is indexed again, its companion rewritten first (a torn companion is
+// only a *.tmp). A table that is missing (a cache from before it),
+// truncated, with a bad header, or with a torn page after an unclean close (Open checks every
+// page's CRC then) is rebuilt from the shards' key columns. Inserts are idempotent and a key
+// in two shards (a damaged row re-added) resolves to the higher sequence, so replays in any
+// state converge on the same table. A marked shard whose companion is missing or has the wrong
+// size (a cache from before companions, a file removed by hand) gets it rebuilt from the shard
+// by Open; if the shard cannot be decoded, its hits are errors (or, after a table rebuild,
+// misses) and the rest of the cache works. Damage that keeps the size (a flipped bit, another
+// shard's file, a table entry naming the wrong row) is caught per read by the header and row
+// checks and returned as ErrCorrupt, never as a vector. A companion whose shard is gone is
+// removed. Manifests are written after the table entries of the rows they name, so a manifest
+// never points at keys the table does not know.
 package shardcache
 
 import (
@@ -67,6 +79,7 @@ import (
 	"github.com/cockroachdb/pebble/bloom"
 
 	"github.com/reignpipe/reignpipe/schemas"
+	"github.com/reignpipe/reignpipe/stages/shardcache/internal/hashindex"
 	"github.com/reignpipe/reignpipe/stages/shardcache/internal/vecfile"
 )
 
@@ -131,6 +144,9 @@ type Stats struct {
 	Rebuilt    int64 `json:"rebuilt"`     // companions rebuilt from their shard by Open
 	Broken     int64 `json:"broken"`      // shards whose companion could not be rebuilt; their hits are errors
 	Corrupt    int64 `json:"corrupt"`     // reads that returned ErrCorrupt (an Add of such a key replaces its row)
+	// TableRebuilt: Open found the key table missing (a cache from before it) or damaged
+	// (a crash mid-write) and rebuilt it from the shards.
+	TableRebuilt bool `json:"table_rebuilt"`
 }
 
 // Cache is safe for concurrent use. Lock order: life, then flushMu, then mu.
@@ -140,6 +156,9 @@ type Cache struct {
 	schema *arrow.Schema
 	shardD string
 	db     *pebble.DB
+	tab    *hashindex.Table // key -> (shard, row)
+	// tableRebuilt: Open found the table missing or damaged and rebuilt it from the shards.
+	tableRebuilt bool
 
 	// life is read-held by every call and write-held by Close, so nothing touches the Pebble
 	// handle after it is closed.
@@ -239,6 +258,9 @@ func Open(opts Options) (*Cache, error) {
 	}
 	c.db = db
 	if err := c.recover(); err != nil {
+		if c.tab != nil {
+			err = errors.Join(err, c.tab.Abandon())
+		}
 		return nil, errors.Join(err, db.Close())
 	}
 	return c, nil
@@ -290,12 +312,30 @@ func (c *Cache) recover() error {
 	if err != nil {
 		return err
 	}
+	if err := c.openTable(markers); err != nil {
+		return err
+	}
+	wm := c.tab.Watermark()
+	replay := &replayer{c: c}
 	for _, seq := range files {
 		if seq >= c.nextSeq {
 			c.nextSeq = seq + 1
 		}
 		m, ok := markers[seq]
+		if ok && seq > wm {
+			// Marked, but its table entries may not have reached the disk (or the table is
+			// being rebuilt): insert them again; the inserts are idempotent.
+			if err := replay.add(seq); err != nil {
+				if errors.Is(err, ErrSpaceMismatch) {
+					return err
+				}
+				c.broken[seq] = fmt.Errorf("%w: shard %d cannot be read: %v", ErrCorrupt, seq, err)
+			}
+		}
 		if !ok {
+			if err := replay.flush(); err != nil { // reindex commits the table
+				return err
+			}
 			if m, err = c.reindex(seq); err != nil {
 				return err
 			}
@@ -325,11 +365,28 @@ func (c *Cache) recover() error {
 		}
 	}
 	// A marker whose file is gone (deleted by hand) keeps its sequence number reserved:
-	// its index entries still name it and must never resolve into a newer shard.
+	// its index entries still name it and must never resolve into a newer shard. The table
+	// remembers the highest sequence it ever held for the same reason (a repair deletes the
+	// marker of the shard it quarantines).
 	for seq := range markers {
 		if seq >= c.nextSeq {
 			c.nextSeq = seq + 1
 		}
+	}
+	c.nextSeq = max(c.nextSeq, c.tab.MaxSeq()+1)
+	// Every visible shard's keys are in the table now; one sync covers the re-inserts.
+	if err := replay.flush(); err != nil {
+		return err
+	}
+	last := wm
+	if len(files) > 0 {
+		last = max(last, files[len(files)-1])
+	}
+	if err := c.tab.Commit(last); err != nil {
+		return fmt.Errorf("shardcache: key table: %w", err)
+	}
+	if err := c.dropLegacyKeys(); err != nil {
+		return err
 	}
 	if err := c.db.Set([]byte(configKey), encodeSpace(c.sp), pebble.Sync); err != nil {
 		return fmt.Errorf("shardcache: index: %w", err)
@@ -410,23 +467,18 @@ func (c *Cache) rebuildVec(seq uint64, m marker) error {
 	return nil
 }
 
-// commitIndex writes a shard's key entries and its marker in one synced batch.
+// commitIndex puts a shard's keys in the table, makes them durable with the watermark, and
+// only then writes the shard's marker: a marker always means the entries are on disk, and a
+// crash before it leaves a visible unmarked shard that recover indexes again.
 func (c *Cache) commitIndex(seq uint64, keys []uint64, m marker) error {
-	b := c.db.NewBatch()
-	defer b.Close()
-	var val []byte
-	for i, k := range keys {
-		kb := keyOf(k)
-		val = encodeLocation(val[:0], location{Shard: seq, Row: int32(i)})
-		if err := b.Set(kb[:], val, nil); err != nil {
-			return fmt.Errorf("shardcache: index: %w", err)
-		}
+	if err := c.tab.Insert(seq, keys); err != nil {
+		return fmt.Errorf("shardcache: key table: %w", err)
+	}
+	if err := c.tab.Commit(seq); err != nil {
+		return fmt.Errorf("shardcache: key table: %w", err)
 	}
 	sk := shardKeyOf(seq)
-	if err := b.Set(sk[:], encodeMarker(m), nil); err != nil {
-		return fmt.Errorf("shardcache: index: %w", err)
-	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := c.db.Set(sk[:], encodeMarker(m), pebble.Sync); err != nil {
 		return fmt.Errorf("shardcache: index: %w", err)
 	}
 	return nil
@@ -460,19 +512,17 @@ func (c *Cache) Add(r Row) (bool, error) {
 	// The index is asked under mu: rows leave c.sealed only after their index batch is
 	// committed, so a key is always in memory or in the index and cannot be added twice --
 	// unless its row is damaged: then the new row's index entry replaces the old one.
-	kb := keyOf(r.Key)
-	v, closer, err := c.db.Get(kb[:])
-	if err == nil {
-		loc, derr := decodeLocation(v)
-		_ = closer.Close()
+	shard, _, found, err := c.tab.Lookup(r.Key)
+	if err != nil {
+		c.mu.Unlock()
+		return false, fmt.Errorf("shardcache: key table: %w", err)
+	}
+	if found {
 		_, bad := c.bad[r.Key]
-		if derr == nil && !bad && c.broken[loc.Shard] == nil {
+		if !bad && c.broken[shard] == nil {
 			c.mu.Unlock()
 			return false, nil
 		}
-	} else if !errors.Is(err, pebble.ErrNotFound) {
-		c.mu.Unlock()
-		return false, fmt.Errorf("shardcache: index: %w", err)
 	}
 	if len(c.buf.keys) == 0 {
 		c.buf = newPending(min(c.opts.RowsPerShard, 1024), c.opts.Dim)
@@ -715,6 +765,7 @@ func (c *Cache) Stats() Stats {
 		s.Buffered += int64(len(p.keys))
 	}
 	s.Rebuilt, s.Broken = c.rebuilt, int64(len(c.broken))
+	s.TableRebuilt = c.tableRebuilt
 	s.Corrupt = c.corrupt.Load()
 	c.mu.Unlock()
 	s.Hits, s.Misses, s.ShardLoads = c.hits.Load(), c.misses.Load(), c.loads.Load()
@@ -735,5 +786,5 @@ func (c *Cache) Close() error {
 	c.lru = nil
 	c.mu.Unlock()
 	c.vecs.CloseAll()
-	return errors.Join(err, c.db.Close())
+	return errors.Join(err, c.tab.Close(), c.db.Close())
 }

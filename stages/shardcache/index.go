@@ -10,7 +10,7 @@ import (
 // Pebble key space. One-byte prefixes keep the three record kinds in disjoint ranges so
 // ScanManifests and the marker scan on Open iterate only their own kind.
 const (
-	prefixKey      = 'k' // 'k' + key (8 bytes BE) -> location
+	prefixKey      = 'k' // 'k' + key (8 bytes BE) -> location; caches from before index.hash
 	prefixShard    = 's' // 's' + seq (8 bytes BE) -> shard marker
 	prefixManifest = 'm' // 'm' + doc id -> manifest
 	configKey      = "c" // -> space of the cache
@@ -38,7 +38,9 @@ func manifestKeyOf(docID string) []byte {
 	return append([]byte{prefixManifest}, docID...)
 }
 
-// location is where a cached row lives.
+// location is where a cached row lives. encodeLocation and decodeLocation are the value of the
+// per-key Pebble entries of caches from before index.hash; Open now only deletes those, and
+// tests write them to build such a cache.
 type location struct {
 	Shard uint64
 	Row   int32

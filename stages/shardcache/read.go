@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
-
-	"github.com/cockroachdb/pebble"
 )
 
 // memLookup finds key in rows not yet visible or, on the ReadParquet path, in decoded shards;
@@ -33,21 +31,16 @@ func (c *Cache) memLookup(key uint64) []float32 {
 	return nil
 }
 
-// lookup asks the index where key lives. Entries naming a shard whose file is gone are misses.
+// lookup asks the key table where key lives. Entries naming a shard whose file is gone are misses.
 func (c *Cache) lookup(key uint64) (location, bool, error) {
-	kb := keyOf(key)
-	v, closer, err := c.db.Get(kb[:])
-	if errors.Is(err, pebble.ErrNotFound) {
-		return location{}, false, nil
-	}
-	if err != nil {
-		return location{}, false, fmt.Errorf("shardcache: index: %w", err)
-	}
-	loc, err := decodeLocation(v)
-	_ = closer.Close()
+	shard, row, found, err := c.tab.Lookup(key)
 	if err != nil {
 		return location{}, false, fmt.Errorf("shardcache: key %016x: %w", key, err)
 	}
+	if !found {
+		return location{}, false, nil
+	}
+	loc := location{Shard: shard, Row: row}
 	c.mu.Lock()
 	_, ok := c.shards[loc.Shard]
 	c.mu.Unlock()

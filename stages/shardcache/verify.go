@@ -8,6 +8,8 @@ import (
 	"slices"
 
 	"github.com/cockroachdb/pebble"
+
+	"github.com/reignpipe/reignpipe/stages/shardcache/internal/hashindex"
 )
 
 // ReadSpace returns the GN space (fingerprint, dim, K, S) a cache directory was built for, read
@@ -99,28 +101,24 @@ func (c *Cache) Verify(repair bool) (VerifyReport, error) {
 		}
 	}
 
-	// Index entries: each must name a live, undamaged row.
-	var drop [][]byte
-	lo, hi := []byte{prefixKey}, []byte{prefixKey + 1}
-	it, err := c.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-	if err != nil {
-		return rep, fmt.Errorf("shardcache: index: %w", err)
-	}
-	for it.First(); it.Valid(); it.Next() {
+	// Table entries: each must name a live, undamaged row.
+	var drop []uint64
+	err = c.tab.Scan(func(e hashindex.Entry) error {
 		rep.Entries++
-		loc, err := decodeLocation(it.Value())
-		m, live := markers[loc.Shard]
+		seq := uint64(e.Shard)
+		m, live := markers[seq]
 		switch {
-		case err != nil || !live || !visible[loc.Shard] || int64(loc.Row) >= m.Rows:
+		case !live || !visible[seq] || int64(e.Row) >= m.Rows:
 			rep.Stale++
-			drop = append(drop, slices.Clone(it.Key()))
-		case damaged[loc.Shard] != nil:
-			damaged[loc.Shard].Rows++
-			drop = append(drop, slices.Clone(it.Key()))
+			drop = append(drop, e.Key)
+		case damaged[seq] != nil:
+			damaged[seq].Rows++
+			drop = append(drop, e.Key)
 		}
-	}
-	if err := it.Close(); err != nil {
-		return rep, fmt.Errorf("shardcache: index: %w", err)
+		return nil
+	})
+	if err != nil {
+		return rep, fmt.Errorf("shardcache: key table: %w", err)
 	}
 
 	// Manifests: every window key must be findable.
@@ -188,10 +186,11 @@ func (c *Cache) checkShard(seq uint64, m marker) (int64, error) {
 	return int64(len(d.keys)), nil
 }
 
-// repair quarantines damaged shards and drops the index entries Verify collected, in one
-// synced batch after the files are moved: a crash in between leaves entries naming a shard that
-// is gone, which lookups already treat as misses and the next Verify drops.
-func (c *Cache) repair(rep *VerifyReport, damaged map[uint64]*Damage, drop [][]byte) error {
+// repair quarantines damaged shards, then drops the table entries Verify collected, then the
+// shards' markers: a crash in between leaves entries naming a shard that is gone, which lookups
+// already treat as misses and the next Verify drops. The table keeps the quarantined sequence
+// numbers as used (MaxSeq), so a stale entry never resolves into a newer shard.
+func (c *Cache) repair(rep *VerifyReport, damaged map[uint64]*Damage, drop []uint64) error {
 	qdir := filepath.Join(c.opts.Dir, "quarantine")
 	if len(damaged) > 0 {
 		if err := os.MkdirAll(qdir, 0o755); err != nil {
@@ -218,8 +217,11 @@ func (c *Cache) repair(rep *VerifyReport, damaged map[uint64]*Damage, drop [][]b
 	if err := syncDir(c.shardD); err != nil {
 		return err
 	}
-	for _, k := range drop {
-		_ = b.Delete(k, nil)
+	if err := c.tab.Delete(drop); err != nil {
+		return fmt.Errorf("shardcache: key table: %w", err)
+	}
+	if err := c.tab.Commit(0); err != nil {
+		return fmt.Errorf("shardcache: key table: %w", err)
 	}
 	rep.EntriesDrop = int64(len(drop))
 	if err := b.Commit(pebble.Sync); err != nil {

@@ -24,6 +24,7 @@ type sizeResult struct {
 	Shards         int64   `json:"shards"`
 	WriteRowsPerS  float64 `json:"write_rows_per_s"`
 	OpenSeconds    float64 `json:"open_s"`
+	RebuildSeconds float64 `json:"table_rebuild_s"`
 	HitSeqUs       float64 `json:"hit_seq_us_per_window"`
 	HitRandUs      float64 `json:"hit_random_us_per_window"`
 	HitSeqCPUUs    float64 `json:"hit_seq_cpu_us_per_window"`
@@ -136,6 +137,9 @@ func runChild(o childOptions) (sizeResult, error) {
 	if err := diskUsage(dir, &res); err != nil {
 		return res, err
 	}
+	if res.RebuildSeconds, err = timeRebuild(opts); err != nil {
+		return res, err
+	}
 	res.PeakRSSMiB = vmHWM()
 
 	if o.legacyDocs > 0 {
@@ -193,6 +197,25 @@ func writeStore(opts shardcache.Options, o childOptions, docs int64, res *sizeRe
 	}
 	res.WriteRowsPerS = float64(docs*int64(o.docWindows)) / time.Since(t0).Seconds()
 	return nil
+}
+
+// timeRebuild deletes the key table and times the Open that rebuilds it from the shards: what a
+// crash that tore the table, or the first Open of a cache from before it, costs.
+func timeRebuild(opts shardcache.Options) (float64, error) {
+	if err := os.Remove(filepath.Join(opts.Dir, "index.hash")); err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	c, err := shardcache.Open(opts)
+	if err != nil {
+		return 0, err
+	}
+	s := time.Since(t0).Seconds()
+	if !c.Stats().TableRebuilt {
+		_ = c.Close()
+		return 0, fmt.Errorf("Open did not rebuild the deleted table")
+	}
+	return s, c.Close()
 }
 
 // seqOrder is a run of documents in write order from a random start; randOrder draws documents
