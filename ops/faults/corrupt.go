@@ -12,7 +12,7 @@ import (
 // CorruptFaults damage a finished store in each way the campaign knows.
 func (c *Campaign) CorruptFaults() []Fault {
 	var out []Fault
-	for _, k := range []string{"companion bit", "unreadable shard", "deleted shard", "vector part digit", "index removed", "index log bit"} {
+	for _, k := range []string{"companion bit", "unreadable shard", "deleted shard", "vector part digit", "index removed", "index log bit", "key table bit"} {
 		out = append(out, Fault{Name: "corrupt: " + k, Corrupt: k})
 	}
 	return out
@@ -21,8 +21,9 @@ func (c *Campaign) CorruptFaults() []Fault {
 // corrupt damages the trial's store: one bit of the first companion's first row, the first
 // Parquet shard truncated with its companion gone (nothing to rebuild from), the first shard's
 // files deleted by hand, one digit of the first JSONL vector part, the cache's index folder
-// removed, or one bit in the middle of the index's write-ahead log (the fixture's index is
-// small enough to live there; Pebble drops a damaged log's tail when it opens).
+// removed, one bit in the middle of the index's write-ahead log (the fixture's index is
+// small enough to live there; Pebble drops a damaged log's tail when it opens), or one bit in
+// the key table (index.hash) that maps window keys to their rows.
 func corrupt(dir, kind string) error {
 	first := func(pattern string) (string, error) {
 		m, _ := filepath.Glob(filepath.Join(dir, pattern))
@@ -71,6 +72,14 @@ func corrupt(dir, kind string) error {
 			return fmt.Errorf("corrupt %s: no write-ahead log with records in the index", kind)
 		}
 		return flip(biggest, size/2)
+	case "key table bit":
+		p := filepath.Join(dir, "cache", "index.hash")
+		st, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		// A byte inside the first bucket page past the header page: an entry's key or place.
+		return flip(p, min(st.Size()-1, 4096+100))
 	case "vector part digit":
 		p, err := first("vectors-jsonl/part-*.jsonl")
 		if err != nil {
