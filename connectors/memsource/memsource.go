@@ -105,7 +105,9 @@ func (s *Source) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 
 // SelfCheckpointing is true: the runner must not resume by skipping the documents an earlier
 // run committed, because a dataset in memory carries no stamp to tell whether it is the same one.
-// Every run reads every document again; the chunk cache makes that cheap.
+// Every run reads every document again; the chunk cache makes that cheap. (The runner also takes
+// an empty self-checkpointing source as up to date rather than as a wrong path: the caller of a
+// memory source knows what it handed in.)
 func (s *Source) SelfCheckpointing() bool { return true }
 
 // Stats counts documents handed out, blank ones skipped and text repairs.
