@@ -1,6 +1,7 @@
-// Package records binds the generic kafkaclient.Producer and kafkaclient.Consumer to reignpipe's records
-// (schemas/wire.go): raw documents in, chunk embeddings between the embed and aggregate
-// stages, vectors and dead letters out. Every record is keyed by its document id.
+// Package kafka holds the Kafka connectors: it binds the generic client (internal/kafka:
+// Producer, Consumer) to reignpipe's records (schemas/wire.go): raw documents in, chunk
+// embeddings between the embed and aggregate stages, vectors and dead letters out. Every record
+// is keyed by its document id.
 package kafka
 
 import (
