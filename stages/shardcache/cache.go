@@ -513,6 +513,11 @@ func (c *Cache) Add(r Row) (bool, error) {
 	// committed, so a key is always in memory or in the index and cannot be added twice --
 	// unless its row is damaged: then the new row's index entry replaces the old one.
 	shard, _, found, err := c.tab.Lookup(r.Key)
+	if errors.Is(err, hashindex.ErrCorrupt) {
+		// The key's table page is damaged: its row may or may not be stored, so this one is
+		// (a key in two shards resolves to the newer row); the insert resets the page.
+		found, err = false, nil
+	}
 	if err != nil {
 		c.mu.Unlock()
 		return false, fmt.Errorf("shardcache: key table: %w", err)

@@ -3,6 +3,7 @@ package shardcache
 import (
 	"errors"
 	"fmt"
+	"github.com/reignpipe/reignpipe/stages/shardcache/internal/hashindex"
 	"path/filepath"
 	"sort"
 )
@@ -34,6 +35,11 @@ func (c *Cache) memLookup(key uint64) []float32 {
 // lookup asks the key table where key lives. Entries naming a shard whose file is gone are misses.
 func (c *Cache) lookup(key uint64) (location, bool, error) {
 	shard, row, found, err := c.tab.Lookup(key)
+	if errors.Is(err, hashindex.ErrCorrupt) {
+		// A damaged table page: as for a damaged row, the caller embeds the window again and
+		// Add's insert resets the page. The table is derived; the next Open rebuilds it whole.
+		return location{}, false, fmt.Errorf("%w: key %016x: key table: %v", ErrCorrupt, key, err)
+	}
 	if err != nil {
 		return location{}, false, fmt.Errorf("shardcache: key %016x: %w", key, err)
 	}

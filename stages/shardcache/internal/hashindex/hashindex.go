@@ -505,8 +505,14 @@ func (t *Table) apply(es []Entry, edit func(*page, Entry) (int, bool)) (full boo
 		for e < len(es) && bucketOf(es[e].Key, t.h.Bits) == b {
 			e++
 		}
-		if err := t.readPage(b, buf, &p); err != nil {
+		if err := t.readPage(b, buf, &p); errors.Is(err, ErrCorrupt) {
+			// A damaged page loses its entries (lookups of them become misses, which the cache
+			// re-embeds on demand) instead of failing every write to its bucket. The table
+			// stays marked damaged, so the next Open checks every page and rebuilds it from
+			// the shards, which restores them.
 			t.damaged = true
+			p.n = 0
+		} else if err != nil {
 			return false, err
 		}
 		delta := 0
@@ -635,7 +641,8 @@ func (t *Table) scan(fn func(*page) error) error {
 	return nil
 }
 
-// Close syncs the table and, unless a read met a damaged page, marks it clean.
+// Close syncs the table and marks it clean, or, when a read met a damaged page, marks it for
+// a full replay by the next Open.
 func (t *Table) Close() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -643,11 +650,18 @@ func (t *Table) Close() error {
 		return nil
 	}
 	t.closed = true
-	var err error
-	if !t.damaged {
-		if err = t.f.Sync(); err == nil {
+	err := t.f.Sync()
+	if err == nil {
+		if t.damaged {
+			// Entries of a damaged page were dropped: watermark 0 makes the next Open replay
+			// every shard's keys, which puts them back (inserts are idempotent, the newer
+			// shard wins), and unclean makes it check every page first.
+			t.h.Watermark, t.h.Clean = 0, false
+		} else {
 			t.h.Clean = true
-			err = t.writeHeader()
+		}
+		if err = t.writeHeader(); err == nil && t.damaged {
+			err = t.f.Sync()
 		}
 	}
 	return errors.Join(err, t.f.Close())
