@@ -68,3 +68,15 @@ func TestShortCampaign(t *testing.T) {
 	t.Log("\n" + Table(rs))
 	_ = os.RemoveAll(work)
 }
+
+// A stage's summary is found on its standard output after its logs, whatever objects it nests.
+func TestStageSummary(t *testing.T) {
+	out := "time=... level=INFO msg=x\n{\n  \"stopped\": \"interrupted\",\n  \"inputs_read\": 3,\n  \"docs_written\": 2,\n  \"docs_skipped\": {\n    \"empty\": 1\n  },\n  \"dead_letters\": 1\n}\n"
+	s, err := stageSummary(out)
+	if err != nil || s.Stopped != "interrupted" || s.Inputs != 3 || s.Written != 2 || s.DeadLetters != 1 {
+		t.Fatalf("%+v %v", s, err)
+	}
+	if _, err := stageSummary("logs only\n"); err == nil {
+		t.Error("no summary: want an error")
+	}
+}

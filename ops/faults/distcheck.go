@@ -28,7 +28,9 @@ type stageCounts struct {
 // ended (the last incarnation's: a killed process prints none).
 func stageSummary(stdout string) (stageCounts, error) {
 	var s stageCounts
-	i := strings.LastIndex(stdout, "{\n")
+	// The summary is indented JSON: its opening brace is the only one at the start of a line
+	// (nested objects are indented).
+	i := strings.LastIndex("\n"+stdout, "\n{\n")
 	if i < 0 {
 		return s, errors.New("no summary on standard output")
 	}
