@@ -381,3 +381,43 @@ func TestDamagedTablePageHeals(t *testing.T) {
 	defer c.Close()
 	checkGet(t, c, rows)
 }
+
+// Verify names a damaged key table, and --repair leaves it for the next Open to rebuild, after
+// which the cache verifies clean and every key hits with its own row.
+func TestVerifyRepairsDamagedTable(t *testing.T) {
+	o := testOpts(t, t.TempDir(), memory.DefaultAllocator)
+	rows := testRows(48, testDim, 11)
+	c := mustOpen(t, o)
+	for _, r := range rows {
+		if _, err := c.Add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(tablePath(o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[hashindex.PageSize+16] ^= 0x40
+	if err := os.WriteFile(tablePath(o), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c = mustOpen(t, o)
+	if rep, err := c.Verify(false); err != nil || rep.OK() || rep.TableDamaged == "" {
+		t.Fatalf("verify of a damaged table: %+v, %v", rep, err)
+	}
+	if rep, err := c.Verify(true); err != nil || !rep.Repaired {
+		t.Fatalf("repair: %+v, %v", rep, err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c = mustOpen(t, o)
+	defer c.Close()
+	if rep, err := c.Verify(false); err != nil || !rep.OK() {
+		t.Fatalf("after the rebuild: %+v, %v", rep, err)
+	}
+	checkGet(t, c, rows)
+}

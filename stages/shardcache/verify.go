@@ -55,8 +55,12 @@ type VerifyReport struct {
 	Manifests    int64    `json:"manifests"`
 	Quarantined  []string `json:"quarantined,omitempty"`
 	EntriesDrop  int64    `json:"index_entries_dropped"`
-	Repaired     bool     `json:"repaired"`
-	ProblemCount int64    `json:"problems"`
+	// TableDamaged says why the key table failed its checks (a page CRC): its entries and the
+	// manifests' keys cannot be checked then. Repair leaves the table for the next Open to
+	// rebuild from the shards (no GN).
+	TableDamaged string `json:"key_table_damaged,omitempty"`
+	Repaired     bool   `json:"repaired"`
+	ProblemCount int64  `json:"problems"`
 }
 
 // OK reports whether the cache needs nothing.
@@ -117,12 +121,19 @@ func (c *Cache) Verify(repair bool) (VerifyReport, error) {
 		}
 		return nil
 	})
-	if err != nil {
+	if errors.Is(err, hashindex.ErrCorrupt) {
+		rep.TableDamaged, drop = err.Error(), nil
+	} else if err != nil {
 		return rep, fmt.Errorf("shardcache: key table: %w", err)
 	}
 
-	// Manifests: every window key must be findable.
+	// Manifests: every window key must be findable (unless the table that finds them is
+	// damaged: its rebuild decides).
 	err = c.ScanManifests(func(m Manifest) error {
+		if rep.TableDamaged != "" {
+			rep.Manifests++
+			return nil
+		}
 		rep.Manifests++
 		missing := false
 		for _, k := range m.Keys {
@@ -149,7 +160,14 @@ func (c *Cache) Verify(repair bool) (VerifyReport, error) {
 		}
 	}
 	rep.ProblemCount = int64(len(rep.Damaged)) + rep.Stale + rep.MissingKeys
+	if rep.TableDamaged != "" {
+		rep.ProblemCount++
+		if repair {
+			c.tab.MarkDamaged() // Close leaves it for the next Open to check and rebuild
+		}
+	}
 	if !repair || (len(damaged) == 0 && len(drop) == 0) {
+		rep.Repaired = repair && rep.TableDamaged != ""
 		return rep, nil
 	}
 	return rep, c.repair(&rep, damaged, drop)

@@ -667,6 +667,14 @@ func (t *Table) Close() error {
 	return errors.Join(err, t.f.Close())
 }
 
+// MarkDamaged records that the table failed a check its caller made (a Scan that met a bad
+// page): Close then leaves it for a full check and replay, as after a damaged Lookup.
+func (t *Table) MarkDamaged() {
+	t.mu.Lock()
+	t.damaged = true
+	t.mu.Unlock()
+}
+
 // Abandon closes the file without syncing or marking it clean: what a crash leaves, for tests
 // and for a table about to be rebuilt.
 func (t *Table) Abandon() error {
