@@ -50,11 +50,11 @@ type VerifyReport struct {
 	Stale int64 `json:"stale_index_entries"`
 	// MissingKeys are manifest window keys without an index entry (nor a damaged row):
 	// re-aggregating those documents needs the GN again.
-	MissingKeys  int64    `json:"manifest_keys_missing"`
-	MissingDocs  []string `json:"docs_with_missing_keys,omitempty"` // the first few
-	Manifests    int64    `json:"manifests"`
-	Quarantined  []string `json:"quarantined,omitempty"`
-	EntriesDrop  int64    `json:"index_entries_dropped"`
+	MissingKeys int64    `json:"manifest_keys_missing"`
+	MissingDocs []string `json:"docs_with_missing_keys,omitempty"` // the first few
+	Manifests   int64    `json:"manifests"`
+	Quarantined []string `json:"quarantined,omitempty"`
+	EntriesDrop int64    `json:"index_entries_dropped"`
 	// TableDamaged says why the key table failed its checks (a page CRC): its entries and the
 	// manifests' keys cannot be checked then. Repair leaves the table for the next Open to
 	// rebuild from the shards (no GN).
