@@ -94,9 +94,7 @@ func TestSharedWindowsEmbeddedOnce(t *testing.T) {
 	go func() { errc <- rg.r.Run(context.Background()) }()
 	// Hold the GN until every window was looked up: every copy then misses the cache together.
 	c := &rg.r.C
-	for deadline := time.Now().Add(10 * time.Second); c.GNWindows.Load()+c.GNShared.Load() < int64(total) && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
+	waitLookedUp(c, int64(total))
 	close(g.open)
 	if err := <-errc; err != nil {
 		t.Fatal(err)
@@ -146,9 +144,7 @@ func TestSharedWindowFailureReachesEveryWaiter(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- rg.r.Run(context.Background()) }()
 	c := &rg.r.C
-	for deadline := time.Now().Add(10 * time.Second); c.GNWindows.Load()+c.GNShared.Load() < int64(total) && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
+	waitLookedUp(c, int64(total))
 	close(g.open)
 	if err := <-errc; err != nil {
 		t.Fatal(err)
@@ -179,9 +175,7 @@ func TestSharedWindowAbandonedWithItsLeader(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- rg.r.Run(ctx) }()
 	c := &rg.r.C
-	for deadline := time.Now().Add(10 * time.Second); c.GNWindows.Load()+c.GNShared.Load() < int64(total) && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
+	waitLookedUp(c, int64(total))
 	cancel() // soft stop; the GN never answers, so the drain deadline passes: hard stop
 	if err := <-errc; err != nil {
 		t.Fatal(err)
@@ -216,5 +210,13 @@ func (g *abortGN) Abort(err error) {
 	g.mu.Unlock()
 	for h := range held {
 		h.done(err)
+	}
+}
+
+// waitLookedUp waits (up to 10 s) until n windows missed the cache and were submitted to the GN
+// or joined a flight: with the GN held shut, every copy has then missed together.
+func waitLookedUp(c *Counters, n int64) {
+	for deadline := time.Now().Add(10 * time.Second); c.GNWindows.Load()+c.GNShared.Load() < n && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
 	}
 }
