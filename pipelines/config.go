@@ -59,6 +59,9 @@ type SourceConfig struct {
 	Watch   bool     `yaml:"watch"`
 	Pattern string   `yaml:"pattern"` // file-name glob for watch; default "*"
 	Poll    Duration `yaml:"poll"`    // how often a watched directory is listed; default 10s
+	// Settle is how long a watched file must go unchanged before it is read, so a file copied
+	// in place is not read half written; default 2s. Files renamed in need none.
+	Settle Duration `yaml:"settle"`
 	// MaxDocBytes bounds one document's text: a larger one is dead-lettered with its size, so
 	// one huge input cannot take the run's memory. The readers that can bound their records
 	// before holding them follow it (JSONL lines: the bound + 1 MiB; patent XML records and
@@ -326,6 +329,10 @@ func (c *Config) Validate() error {
 		return c.bad("source.pattern", "applies only with watch: true (else put the glob in path)")
 	case c.Source.Poll.Duration < 0:
 		return c.bad("source.poll", "must be >= 0")
+	case c.Source.Settle.Duration < 0:
+		return c.bad("source.settle", "must be >= 0")
+	case c.Source.Settle.Duration != 0 && !c.Source.Watch:
+		return c.bad("source.settle", "applies only with watch: true")
 	case len(c.Source.Sections) > 0 && c.Source.Type != "uspto":
 		return c.bad("source.sections", "applies only to the uspto source")
 	case c.Source.Path == "":

@@ -48,6 +48,8 @@ func TestRejectsWithLine(t *testing.T) {
 		{"no name", strings.Replace(minimal, "name: t\n", "", 1), "name"},
 		{"bad version", strings.Replace(minimal, "version: 1", "version: 2", 1), "line 1: version"},
 		{"wrong type", minimal + "run:\n  queue: many\n", "line 10"},
+		{"settle without watch", strings.Replace(minimal, "  path: in.jsonl\n", "  path: in.jsonl\n  settle: 5s\n", 1), "source.settle: applies only with watch"},
+		{"negative settle", strings.Replace(minimal, "  path: in.jsonl\n", "  path: in.jsonl\n  watch: true\n  settle: -1s\n", 1), "source.settle: must be >= 0"},
 		{"negative workers", minimal + "run:\n  tokenize_workers: -1\n", "line 10: run.tokenize_workers"},
 	}
 	for _, c := range cases {

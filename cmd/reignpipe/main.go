@@ -78,7 +78,7 @@ func markupBound(maxDocBytes int64) int64 {
 // files opens a path of per-file sources: watched, or a fixed set read once.
 func files(c pipelines.SourceConfig, open func(string) (connectors.Source, error)) (connectors.Source, error) {
 	if c.Watch {
-		return watchdir.Open(watchdir.Options{Dir: c.Path, Pattern: c.Pattern, Open: open, StateFile: c.StateFile, Poll: c.Poll.Duration})
+		return watchdir.Open(watchdir.Options{Dir: c.Path, Pattern: c.Pattern, Open: open, StateFile: c.StateFile, Poll: c.Poll.Duration, Settle: c.Settle.Duration})
 	}
 	return multifile.Open(c.Path, open)
 }

@@ -9,6 +9,13 @@
 // runner made everything derived from an input durable, the state never runs ahead of the
 // outputs; it may lag by up to SaveEvery, and what it lags by is read again after a crash
 // (at-least-once; outputs are keyed by doc id, so a repeat replaces itself).
+//
+// A file is read only once it has settled: its size and modification time unchanged for
+// Settle. A feed that copies files in place would otherwise be read while half written, and
+// the half read to the end would be marked finished. Writing elsewhere and renaming into the
+// directory (or a dot-named temp file, which is ignored) needs no settling at all. A file that
+// still changes while it is read is an error: its inputs past the change are not known to be
+// read, and marking it finished would lose them.
 package watchdir
 
 import (
@@ -46,6 +53,11 @@ type Options struct {
 	// SaveEvery bounds how often acks alone rewrite the state file (default 1s); FlushAcks
 	// saves at once.
 	SaveEvery time.Duration
+	// Settle is how long a file's size and modification time must stay unchanged before it
+	// is read (default 2s); see the package comment.
+	Settle time.Duration
+	// now is the clock (tests); nil = time.Now.
+	now func() time.Time
 }
 
 type fileState struct {
@@ -84,6 +96,7 @@ type Watcher struct {
 
 	cur    *progress
 	curSrc connectors.Source
+	curFI  os.FileInfo // the file as it was when it was opened
 }
 
 // Open validates the options and loads the state file.
@@ -95,7 +108,7 @@ func Open(opts Options) (*Watcher, error) {
 		return nil, errors.New("watchdir: Open is required")
 	case opts.StateFile == "":
 		return nil, errors.New("watchdir: StateFile is required")
-	case opts.Poll < 0 || opts.SaveEvery < 0:
+	case opts.Poll < 0 || opts.SaveEvery < 0 || opts.Settle < 0:
 		return nil, errors.New("watchdir: durations must not be negative")
 	}
 	if opts.Pattern == "" {
@@ -109,6 +122,12 @@ func Open(opts Options) (*Watcher, error) {
 	}
 	if opts.SaveEvery == 0 {
 		opts.SaveEvery = time.Second
+	}
+	if opts.Settle == 0 {
+		opts.Settle = 2 * time.Second
+	}
+	if opts.now == nil {
+		opts.now = time.Now
 	}
 	if fi, err := os.Stat(opts.Dir); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("watchdir: %s is not a directory", opts.Dir)
@@ -130,11 +149,12 @@ func Open(opts Options) (*Watcher, error) {
 	return w, nil
 }
 
-// nextFile is the first file by name that is not finished and not being read.
-func (w *Watcher) nextFile() (string, error) {
+// nextFile is the first file by name that is not finished, not being read and settled. When
+// none is, wait is how long until the first unsettled one may be (0 when there is none).
+func (w *Watcher) nextFile() (name string, wait time.Duration, err error) {
 	entries, err := os.ReadDir(w.opts.Dir)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	var names []string
 	for _, e := range entries {
@@ -155,27 +175,42 @@ func (w *Watcher) nextFile() (string, error) {
 		if p := w.active[n]; p != nil && p.eof {
 			continue // read to the end, acks still outstanding
 		}
-		return n, nil
+		// Files are taken in name order: a later file does not jump an unsettled earlier one.
+		fi, err := os.Stat(filepath.Join(w.opts.Dir, n))
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue // removed since the listing
+			}
+			return "", 0, err
+		}
+		if age := w.opts.now().Sub(fi.ModTime()); age < w.opts.Settle {
+			return "", w.opts.Settle - age, nil
+		}
+		return n, 0, nil
 	}
-	return "", nil
+	return "", 0, nil
 }
 
 // Read returns the next input; between files it waits for new ones (Poll) unless Once.
 func (w *Watcher) Read(ctx context.Context) (schemas.Document, connectors.AckFunc, error) {
 	for {
 		if w.curSrc == nil {
-			name, err := w.nextFile()
+			name, settling, err := w.nextFile()
 			if err != nil {
 				return schemas.Document{}, nil, err
 			}
 			if name == "" {
-				if w.opts.Once && w.allAcked() {
+				if w.opts.Once && settling == 0 && w.allAcked() {
 					return schemas.Document{}, nil, io.EOF
+				}
+				wait := w.pollWait()
+				if settling > 0 {
+					wait = min(wait, settling+time.Millisecond)
 				}
 				select {
 				case <-ctx.Done():
 					return schemas.Document{}, nil, ctx.Err()
-				case <-time.After(w.pollWait()):
+				case <-time.After(wait):
 				}
 				continue
 			}
@@ -188,7 +223,9 @@ func (w *Watcher) Read(ctx context.Context) (schemas.Document, connectors.AckFun
 		switch {
 		case err == nil, errors.As(err, &bad):
 		case errors.Is(err, io.EOF):
-			w.endFile()
+			if err := w.endFile(); err != nil {
+				return schemas.Document{}, nil, err
+			}
 			continue
 		default:
 			return schemas.Document{}, nil, err
@@ -224,7 +261,12 @@ func (w *Watcher) allAcked() bool {
 }
 
 func (w *Watcher) startFile(name string) error {
-	src, err := w.opts.Open(filepath.Join(w.opts.Dir, name))
+	path := filepath.Join(w.opts.Dir, name)
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("watchdir: %s: %w", name, err)
+	}
+	src, err := w.opts.Open(path)
 	if err != nil {
 		return fmt.Errorf("watchdir: %s: %w", name, err)
 	}
@@ -241,11 +283,20 @@ func (w *Watcher) startFile(name string) error {
 	}
 	w.active[name] = p
 	w.mu.Unlock()
-	w.cur, w.curSrc = p, src
+	w.cur, w.curSrc, w.curFI = p, src, fi
 	return nil
 }
 
-func (w *Watcher) endFile() {
+// endFile closes the file read to its end and marks it finished once all of it is acked. A
+// file that changed since it was opened is not finished: the run stops with an error naming it.
+func (w *Watcher) endFile() error {
+	name := w.cur.name
+	now, err := os.Stat(filepath.Join(w.opts.Dir, name))
+	if err == nil && (now.Size() != w.curFI.Size() || !now.ModTime().Equal(w.curFI.ModTime())) {
+		return fmt.Errorf("watchdir: %s changed while it was read (%d bytes, modified %s, when opened; %d bytes, modified %s, at its end): "+
+			"write files elsewhere and rename them into %s, or raise source.settle (now %s)",
+			name, w.curFI.Size(), w.curFI.ModTime().Format(time.RFC3339Nano), now.Size(), now.ModTime().Format(time.RFC3339Nano), w.opts.Dir, w.opts.Settle)
+	}
 	st := w.curSrc.Stats()
 	_ = w.curSrc.Close(context.Background())
 	w.mu.Lock()
@@ -256,7 +307,8 @@ func (w *Watcher) endFile() {
 	w.cur.eof = true
 	w.finishIfDone(w.cur)
 	w.mu.Unlock()
-	w.cur, w.curSrc = nil, nil
+	w.cur, w.curSrc, w.curFI = nil, nil, nil
+	return nil
 }
 
 // finishIfDone marks a file finished when it was read to the end and all of it is acked.

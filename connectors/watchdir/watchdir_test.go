@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,12 +33,36 @@ func writeFile(t *testing.T, dir, name string, ids ...int) {
 
 func open(t *testing.T, dir, stateFile string, once bool) *Watcher {
 	t.Helper()
-	w, err := Open(Options{Dir: dir, Pattern: "*.jsonl", StateFile: stateFile, Once: once, Poll: 20 * time.Millisecond, SaveEvery: time.Nanosecond,
-		Open: func(p string) (connectors.Source, error) { return jsonl.Open(jsonl.Options{Path: p, Source: "t"}) }})
+	// The files these tests read are whole before the watcher lists them: no settling.
+	return openWith(t, Options{Dir: dir, StateFile: stateFile, Once: once, Settle: time.Nanosecond})
+}
+
+func openWith(t *testing.T, o Options) *Watcher {
+	t.Helper()
+	o.Pattern, o.Poll, o.SaveEvery = "*.jsonl", 20*time.Millisecond, time.Nanosecond
+	o.Open = func(p string) (connectors.Source, error) { return jsonl.Open(jsonl.Options{Path: p, Source: "t"}) }
+	w, err := Open(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return w
+}
+
+// clock is a settable time for the settle rule: file times are set with os.Chtimes, so no
+// test depends on how fast the machine is.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
+
+func touch(t *testing.T, path string, mtime time.Time) {
+	t.Helper()
+	if err := os.Chtimes(path, mtime, mtime); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // read takes n inputs (all when n < 0), acking those whose index is in ackFirst or all when
@@ -130,25 +156,101 @@ func TestOutOfOrderAcksSurviveRestart(t *testing.T) {
 	}
 }
 
-func TestWatchesForNewFiles(t *testing.T) {
+// A continuous watcher picks a file up once it has settled: a file still being written (its
+// modification time within Settle of now) is left alone, however long the watcher waits.
+func TestWatchesForNewFilesOnceSettled(t *testing.T) {
 	dir, state := t.TempDir(), filepath.Join(t.TempDir(), "state.json")
-	w := open(t, dir, state, false)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := &clock{t: t0}
+	w := openWith(t, Options{Dir: dir, StateFile: state, Settle: 2 * time.Second, now: clk.now})
 	defer w.Close(context.Background())
-	go func() {
-		time.Sleep(60 * time.Millisecond)
-		writeFile(t, dir, "x.jsonl", 7)
-	}()
+
+	idle := func(what string) {
+		t.Helper()
+		short, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+		defer cancel()
+		if doc, _, err := w.Read(short); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%s: got %q, %v", what, doc.ID, err)
+		}
+	}
+	idle("empty directory")
+
+	// Half a file, as a copy in place leaves it: the first line only, written just now.
+	path := filepath.Join(dir, "x.jsonl")
+	writeFile(t, dir, "x.jsonl", 7)
+	touch(t, path, t0)
+	clk.set(t0.Add(time.Second))
+	idle("unsettled file")
+	// The copy goes on; still within Settle of its last write.
+	writeFile(t, dir, "x.jsonl", 7, 8)
+	touch(t, path, t0.Add(1500*time.Millisecond))
+	clk.set(t0.Add(3 * time.Second))
+	idle("file written 1.5s ago")
+
+	clk.set(t0.Add(3600 * time.Millisecond)) // 2.1s after the last write: settled
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	doc, ack, err := w.Read(ctx)
-	if err != nil || doc.ID != "t:7" {
-		t.Fatalf("got %q, %v", doc.ID, err)
+	for _, want := range []string{"t:7", "t:8"} {
+		doc, ack, err := w.Read(ctx)
+		if err != nil || doc.ID != want {
+			t.Fatalf("want %s, got %q, %v", want, doc.ID, err)
+		}
+		ack(ctx, nil)
 	}
-	ack(ctx, nil)
-	short, cancel2 := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel2()
+	idle("after the file")
+}
+
+// A file that changes while it is read is not marked finished: the run stops with an error
+// naming it, and a restart resumes it past the acked inputs.
+func TestFileChangedWhileReadIsAnError(t *testing.T) {
+	dir, state := t.TempDir(), filepath.Join(t.TempDir(), "state.json")
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := &clock{t: t0.Add(time.Minute)}
+	path := filepath.Join(dir, "x.jsonl")
+	writeFile(t, dir, "x.jsonl", 1, 2)
+	touch(t, path, t0)
+	w := openWith(t, Options{Dir: dir, StateFile: state, Once: true, Settle: 2 * time.Second, now: clk.now})
+	got := read(t, w, 2, -1)
+	if fmt.Sprint(got) != "[t:1 t:2]" {
+		t.Fatalf("read %v", got)
+	}
+	writeFile(t, dir, "x.jsonl", 1, 2, 3) // appended to after it was opened
+	touch(t, path, t0.Add(time.Second))
+	// The file's source may read on into what was appended; at its end the change is caught.
+	doc, _, err := w.Read(context.Background())
+	if err == nil && doc.ID == "t:3" { // read, never acked
+		_, _, err = w.Read(context.Background())
+	}
+	if err == nil || !strings.Contains(err.Error(), "x.jsonl changed while it was read") {
+		t.Fatalf("want a changed-file error, got %v", err)
+	}
+	if err := w.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	w = openWith(t, Options{Dir: dir, StateFile: state, Once: true, Settle: 2 * time.Second, now: clk.now})
+	if got := read(t, w, -1, -1); fmt.Sprint(got) != "[t:3]" {
+		t.Fatalf("after restart read %v", got)
+	}
+	w.Close(context.Background())
+}
+
+// A backfill (Once) does not stop while a file is still settling: it waits for it.
+func TestOnceWaitsForUnsettledFile(t *testing.T) {
+	dir, state := t.TempDir(), filepath.Join(t.TempDir(), "state.json")
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := &clock{t: t0}
+	writeFile(t, dir, "x.jsonl", 1)
+	touch(t, filepath.Join(dir, "x.jsonl"), t0)
+	w := openWith(t, Options{Dir: dir, StateFile: state, Once: true, Settle: 2 * time.Second, now: clk.now})
+	defer w.Close(context.Background())
+	short, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
 	if _, _, err := w.Read(short); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("idle watcher returned %v", err)
+		t.Fatalf("unsettled backfill returned %v", err)
+	}
+	clk.set(t0.Add(2 * time.Second))
+	if got := read(t, w, -1, -1); fmt.Sprint(got) != "[t:1]" {
+		t.Fatalf("read %v", got)
 	}
 }
 
@@ -160,6 +262,7 @@ func TestOptionsValidated(t *testing.T) {
 		"no open":     {Dir: dir, StateFile: "s"},
 		"no state":    {Dir: dir, Open: ok},
 		"bad pattern": {Dir: dir, Open: ok, StateFile: "s", Pattern: "["},
+		"bad settle":  {Dir: dir, Open: ok, StateFile: "s", Settle: -time.Second},
 		"not a dir":   {Dir: filepath.Join(dir, "none"), Open: ok, StateFile: "s"},
 	} {
 		if _, err := Open(o); err == nil {
