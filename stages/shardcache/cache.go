@@ -100,7 +100,7 @@ type Options struct {
 	Dim, K, S       int
 	RowsPerShard    int              // default 8192
 	ReadCacheShards int              // ReadParquet: decoded shards kept to serve hits; default 8
-	OpenFiles       int              // companion files kept open; default 64
+	OpenFiles       int              // companion files kept open; default vecfile.DefaultOpen (64-4096, from the descriptor limit)
 	IndexCacheBytes int64            // Pebble block cache; default 64 MiB
 	Allocator       memory.Allocator // default memory.DefaultAllocator
 	// ReadParquet serves hits by decoding whole Parquet shards into an LRU, the read path from
@@ -108,6 +108,9 @@ type Options struct {
 	// (ops/bench/store -legacy); companions are still written and rebuilt.
 	ReadParquet bool
 }
+
+// Options are the options in effect, defaults filled in.
+func (c *Cache) Options() Options { return c.opts }
 
 // Row is one embedded window.
 type Row struct {
@@ -211,7 +214,7 @@ func Open(opts Options) (*Cache, error) {
 		opts.ReadCacheShards = 8
 	}
 	if opts.OpenFiles == 0 {
-		opts.OpenFiles = 64
+		opts.OpenFiles = vecfile.DefaultOpen()
 	}
 	if opts.IndexCacheBytes == 0 {
 		opts.IndexCacheBytes = 64 << 20

@@ -129,6 +129,20 @@ type Pool struct {
 	opens atomic.Int64
 }
 
+// DefaultOpen is how many companions a pool keeps open when not told: a quarter of the
+// process's descriptor limit (Go raises the soft limit to the hard one at start), at least 64
+// and at most 4096. A random hit on a file that is not open costs an open, a header read and a
+// close; at 10^7 windows (1,953 shards) with 64 open files that was 21% of the read CPU
+// (ops/bench/results/store-2026-12-01b.md). 4096 descriptors cover 3.3*10^7 windows at the
+// default shard size, and cost the kernel about 1 KiB each.
+func DefaultOpen() int {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return 64
+	}
+	return int(min(max(lim.Cur/4, 64), 4096))
+}
+
 // Opens counts companion files opened so far.
 func (v *Pool) Opens() int64 { return v.opens.Load() }
 

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 const dim = 6
@@ -119,4 +121,24 @@ func TestPoolBoundsOpenFiles(t *testing.T) {
 		t.Error("read after the last release of an evicted file succeeded: it was not closed")
 	}
 	p.CloseAll()
+}
+
+// The pool's default follows the descriptor limit: a quarter of it, within 64 and 4096.
+func TestDefaultOpenFollowsTheLimit(t *testing.T) {
+	var saved unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &saved); err != nil {
+		t.Skip("no RLIMIT_NOFILE:", err)
+	}
+	defer unix.Setrlimit(unix.RLIMIT_NOFILE, &saved)
+	for _, c := range []struct{ cur, want uint64 }{{100, 64}, {1024, 256}, {8000, 2000}, {min(saved.Max, 1<<20), min(saved.Max/4, 4096)}} {
+		if c.cur > saved.Max {
+			continue // cannot be raised past the hard limit
+		}
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: c.cur, Max: saved.Max}); err != nil {
+			t.Fatal(err)
+		}
+		if got := DefaultOpen(); uint64(got) != max(c.want, 64) {
+			t.Errorf("limit %d: %d open files, want %d", c.cur, got, max(c.want, 64))
+		}
+	}
 }
