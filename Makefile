@@ -20,7 +20,7 @@ GO ?= go
 RACE_PKGS := ./pipelines/embedded/ ./pipelines/distributed/ ./stages/gn/ ./stages/shardcache/ ./connectors/vectorfile/ \
 	./connectors/watchdir/ ./connectors/kafka/ ./internal/kafka/ ./internal/kafka/offsets/
 
-.PHONY: all build fetch fetch-gpu bench-gpu gn-optimized kafka tools pydeps train-deps demo test test-go test-unshared fuzz-smoke fuzz bench bench-peers clean
+.PHONY: all build fetch fetch-gpu bench-gpu gn-optimized gn-int8 kafka tools pydeps train-deps demo test test-go test-unshared fuzz-smoke fuzz bench bench-peers clean
 
 all: build
 
@@ -111,13 +111,20 @@ $(PEERS_PY): ops/bench/peers/requirements.txt
 	@touch $(PEERS_PY)
 
 # reignpipe against sentence-transformers, Python onnxruntime and fastembed on the same windows
-# (ops/bench/peers/driver.py says how); PEERS_DOCS, PEERS_ROUNDS, PEERS_BUDGETS tune it.
+# (ops/bench/peers/driver.py says how); PEERS_DOCS, PEERS_ROUNDS, PEERS_BUDGETS, PEERS_VARIANTS tune it.
 # The offline BERT-fused GN variants for gn.optimized: true (REIGNPIPE_HOME/gn/<name>-opt),
 # written by onnxruntime.transformers in the peers venv and refused unless their sha256 is the
 # one recorded in ops/bench/results/gn-2026-12-01.md.
 gn-optimized: fetch $(PEERS_PY)
 	$(PEERS_PY) ops/bench/ortopt/optimize.py bge-small-en-v15 --expect 78f4254e73c77590f1f5081f1142ebba4c1bc6867e797ce20bb7d095703f2cd4
 	$(PEERS_PY) ops/bench/ortopt/optimize.py all-minilm-l6-v2 --expect 77d955ce00e07218d5f9420b7804eeb1a266941d8db23e16fa24e2c8bba790e5
+
+# Static int8 variants of both GNs (REIGNPIPE_HOME/gn/<name>-int8s): fixed scales, so a window's
+# vector does not depend on its batch; calibrated on the demo's Wikipedia sample. Run one with
+# gn.name: bge-small-en-v15-int8s. See ops/bench/gnquant/quantize.py.
+gn-int8: fetch $(PEERS_PY)
+	$(PEERS_PY) ops/bench/gnquant/quantize.py bge-small-en-v15 --calibration "$$(ops/wikipedia-sample)"
+	$(PEERS_PY) ops/bench/gnquant/quantize.py all-minilm-l6-v2 --calibration "$$(ops/wikipedia-sample)"
 
 # GN windows/s on an NVIDIA GPU, raw and end to end, with the English Wikipedia projection;
 # exits 3 with a message where there is no GPU.

@@ -34,7 +34,7 @@ func (d *batchDiff) add(alone, inBatch []float32) {
 	d.minCosine = min(d.minCosine, cosine(inBatch, f64(alone)))
 }
 
-// fp32 batch invariance, measured bit for bit: every window is embedded alone, then inside
+// Batch invariance, measured bit for bit: every window is embedded alone, then inside
 // batches of other sizes and lengths (so it is padded, or sets the padding of others, and the
 // GEMMs run with other shapes). The chunk cache keys a window by its ids only and keeps the
 // first vector stored, so whether the GN's answer depends on the batch decides whether two runs
@@ -47,13 +47,21 @@ func (d *batchDiff) add(alone, inBatch []float32) {
 // largest |Δ| and the cosine, because a different build, provider or kernel could change that.
 // Bits can still differ between machines whose CPUs pick other kernels (AVX2 vs AVX-512): that
 // is not what this test checks.
-func TestFP32BatchInvariance(t *testing.T) {
+//
+// The static int8 variants (make gn-int8) must pass the same test: their scales are fixed at
+// quantisation time, so a window's integer arithmetic is the same in any batch. (The -q jars'
+// dynamic int8 models fail it: their scales come from the whole batch.)
+func TestBatchInvariance(t *testing.T) {
 	names := slices.Clone(gns)
 	for _, name := range gns {
-		// The offline-fused variants (gn.optimized, make gn-optimized) when they are there: their
-		// fused Attention kernel is another code path.
-		if _, err := os.Stat(filepath.Join(testenv.Home(), "gn", name+"-opt", "model.onnx")); err == nil {
-			names = append(names, name+"-opt")
+		// The offline-fused variants (gn.optimized, make gn-optimized; their fused Attention
+		// kernel is another code path) and the static int8 ones when they are there.
+		for _, variant := range []string{"-opt", "-int8s"} {
+			if _, err := os.Stat(filepath.Join(testenv.Home(), "gn", name+variant, "model.onnx")); err == nil {
+				names = append(names, name+variant)
+			} else {
+				t.Logf("%s%s not built (make gn-optimized / make gn-int8): not checked", name, variant)
+			}
 		}
 	}
 	for _, name := range names {

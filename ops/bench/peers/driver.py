@@ -4,6 +4,7 @@ the same model file and the same windows, each system a child process of its own
 
 usage: driver.py --work DIR --prep BIN --reignpipe BIN --dump DUMP [--docs 20] [--rounds 3]
                  [--systems reignpipe,st,ort,ort-sorted,fastembed] [--budgets 2048,16384]
+                 [--variants int8s,opt]
 
 1. prep (ops/bench/peers/prep, reignpipe's own wikipedia source and WordPiece tokenizer) writes
    the first --docs long articles as corpus.jsonl and their K=S=512 windows as windows.json.
@@ -11,10 +12,13 @@ usage: driver.py --work DIR --prep BIN --reignpipe BIN --dump DUMP [--docs 20] [
    goes first on a shared machine; wall time is the child's whole life (imports, model load,
    tokenizing, embedding, writing) and peak RSS is the child's ru_maxrss from wait4.
    reignpipe is `reignpipe run --from-scratch` on a jsonl pipeline with a fresh chunk cache.
-   --budgets adds one reignpipe variant per batching.token_budget value.
+   --budgets adds one reignpipe variant per batching.token_budget value; --variants one per GN
+   variant built beside the fetched GN (int8s: make gn-int8, opt: make gn-optimized), run as
+   gn.name all-minilm-l6-v2-<variant>.
 3. Checks, every round: each peer's windows must equal prep's ids exactly; reignpipe's chunk
    embeddings are read back from the cache's Parquet shards it wrote; the cosine of each peer's
-   window embedding with reignpipe's must be >= --min-cosine (min and mean are reported).
+   window embedding with reignpipe's must be >= --min-cosine (min and mean are reported). An
+   int8 variant is another model: its cosine to fp32 is reported, not held to --min-cosine.
 4. result.json and result.md (the table, with the machine) go to DIR.
 
 Ratios from the same rounds are what count: this machine is shared, absolute times drift.
@@ -178,6 +182,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--systems", default="reignpipe,st,ort,ort-sorted,fastembed")
     ap.add_argument("--budgets", default="", help="extra reignpipe variants: batching.token_budget values")
+    ap.add_argument("--variants", default="", help="extra reignpipe variants: GN variants, e.g. int8s,opt")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--min-cosine", type=float, default=0.9999)
     args = ap.parse_args()
@@ -199,6 +204,11 @@ def main():
         if s != "reignpipe" and s not in PEERS:
             raise SystemExit(f"peers: unknown system {s!r}")
     variants = [f"reignpipe-tb{int(b)}" for b in args.budgets.split(",") if b.strip()]
+    variants += [f"reignpipe-{v.strip()}" for v in args.variants.split(",") if v.strip()]
+    for v in variants:
+        gn = gn_of(v)
+        if not os.path.exists(os.path.join(home, "gn", gn, "model.onnx")):
+            raise SystemExit(f"peers: {v} needs {home}/gn/{gn}/model.onnx (make gn-int8 / make gn-optimized)")
     systems += variants
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     info = machine(args)
@@ -221,11 +231,11 @@ def main():
             log = os.path.join(out, "log.txt")
             if s.startswith("reignpipe"):
                 batching = ""
-                if s != "reignpipe":
+                if "-tb" in s:
                     batching = f"batching:\n  token_budget: {int(s.split('-tb')[1])}\n"
                 yaml = os.path.join(out, "pipeline.yaml")
                 with open(yaml, "w") as f:
-                    f.write(PIPELINE.format(name=s, corpus=corpus, gn=GN, out=out, batching=batching))
+                    f.write(PIPELINE.format(name=s, corpus=corpus, gn=gn_of(s), out=out, batching=batching))
                 argv = [args.reignpipe, "run", "--from-scratch", yaml]
             else:
                 argv = [sys.executable, os.path.join(HERE, "peer.py"), s, corpus, model_dir,
@@ -262,7 +272,7 @@ def main():
         for s, emb in pending:
             c = cosines(ref, emb)
             cos[s].append((float(c.min()), float(c.mean())))
-            if c.min() < args.min_cosine:
+            if c.min() < args.min_cosine and gn_of(s) in (GN, GN + "-opt"):
                 raise SystemExit(f"peers: round {r + 1} {s}: min cosine {c.min():.7f} < {args.min_cosine}")
         # Chunk caches are the bulk of a round's files; the vectors are already compared.
         for s in order:
@@ -277,6 +287,21 @@ def main():
     print(md)
 
 
+def gn_of(system):
+    """The GN a reignpipe system runs: the fetched one, or a variant built beside it."""
+    if system.startswith("reignpipe-") and "-tb" not in system:
+        return GN + system[len("reignpipe"):]
+    return GN
+
+
+def label(system):
+    if system in LABELS:
+        return LABELS[system]
+    if "-tb" in system:
+        return f"reignpipe `run`, batching.token_budget {system.split('-tb')[-1]}"
+    return f"reignpipe `run`, gn.name {gn_of(system)}"
+
+
 def summarize(args, info, prep, systems, walls, cpu, rss, cos, failed):
     base = walls.get("reignpipe", [])
     rows = []
@@ -284,7 +309,7 @@ def summarize(args, info, prep, systems, walls, cpu, rss, cos, failed):
         w = walls[s]
         if not w:
             continue
-        row = {"system": s, "label": LABELS.get(s, f"reignpipe `run`, batching.token_budget {s.split('-tb')[-1]}"),
+        row = {"system": s, "label": label(s),
                "wall_s": w, "median_s": statistics.median(w), "min_s": min(w), "max_s": max(w),
                "cpu_s": cpu[s], "cpu_median_s": statistics.median(cpu[s]),
                "peak_rss_gib": statistics.median(rss[s]) / 2**30, "peak_rss_max_gib": max(rss[s]) / 2**30}
@@ -301,7 +326,8 @@ def summarize(args, info, prep, systems, walls, cpu, rss, cos, failed):
     return {"machine": info, "docs": len(prep["docs"]), "tokens": prep["tokens"], "windows": prep["windows"],
             "rounds": args.rounds, "batch": args.batch, "rows": rows, "left_out": failed,
             "command": " ".join(["make bench-peers", f"PEERS_DOCS={args.docs}", f"PEERS_ROUNDS={args.rounds}"]
-                                + ([f"PEERS_BUDGETS={args.budgets}"] if args.budgets else []))}
+                                + ([f"PEERS_BUDGETS={args.budgets}"] if args.budgets else [])
+                                + ([f"PEERS_VARIANTS={args.variants}"] if args.variants else []))}
 
 
 def render(res):
