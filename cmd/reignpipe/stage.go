@@ -237,14 +237,14 @@ func (e *stageEnv) ingest(ctx context.Context, dl connectors.DeadLetterSink, f s
 
 func (e *stageEnv) aggregate(ctx context.Context, dl connectors.DeadLetterSink, f stageFlags) error {
 	cfg := e.cfg
-	// The GN model is loaded for its fingerprint and dimension (the space chunk embeddings must
-	// come from); it runs no forward pass here. REIGN runs on the same ORT environment.
+	// The GN is identified for its fingerprint and dimension (the space chunk embeddings must
+	// come from); it runs no forward pass here, so no GN session is made.
 	pp, err := parts.Open(cfg, parts.Want{Aggregator: true})
 	if err != nil {
 		return err
 	}
 	defer pp.Close()
-	model, params, agg, companion := pp.Model, pp.Params, pp.Aggregator, pp.Companion
+	gnID, params, agg, companion := pp.GN, pp.Params, pp.Aggregator, pp.Companion
 	var outs []connectors.Sink
 	for _, sc := range cfg.Sinks {
 		var s connectors.Sink
@@ -256,7 +256,7 @@ func (e *stageEnv) aggregate(ctx context.Context, dl connectors.DeadLetterSink, 
 				gnDim = companion.Dim()
 			}
 			s, err = sinks[sc.Type](sc, agg.Dim(), gnDim, map[string]string{
-				schemas.MetaGNFingerprint: model.Fingerprint(), schemas.MetaK: fmt.Sprint(params.K), schemas.MetaS: fmt.Sprint(params.S),
+				schemas.MetaGNFingerprint: gnID.Fingerprint, schemas.MetaK: fmt.Sprint(params.K), schemas.MetaS: fmt.Sprint(params.S),
 			})
 		}
 		if err != nil {
@@ -281,7 +281,7 @@ func (e *stageEnv) aggregate(ctx context.Context, dl connectors.DeadLetterSink, 
 	start := time.Now()
 	err = distributed.Aggregate(ctx, distributed.AggregateParts{
 		Input: kafka.NewChunkSource(cons), Aggregator: agg, GNMeanPool: companion, Sinks: outs, DeadLetter: dl,
-		Space: distributed.Space{Fingerprint: model.Fingerprint(), Dim: model.Dim(), K: params.K, S: params.S},
+		Space: distributed.Space{Fingerprint: gnID.Fingerprint, Dim: gnID.Dim, K: params.K, S: params.S},
 	}, distributed.Options{CommitEvery: cfg.Run.CommitEvery, CommitInterval: cfg.Run.CommitInterval.Duration, IdleExit: f.idleExit, Logger: e.log}, &c)
 	e.summary(ctx, "aggregate", &c, connectors.SourceStats{}, start, err)
 	return err
