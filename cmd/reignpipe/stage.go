@@ -17,6 +17,7 @@ import (
 	"github.com/reignpipe/reignpipe/pipelines/distributed"
 	"github.com/reignpipe/reignpipe/pipelines/embedded"
 	"github.com/reignpipe/reignpipe/pipelines/parts"
+	"github.com/reignpipe/reignpipe/pipelines/runstate"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -203,11 +204,11 @@ func (e *stageEnv) ingest(ctx context.Context, dl connectors.DeadLetterSink, f s
 	}
 	out := kafka.NewRawSink(p)
 	defer out.Close(context.Background())
-	ckPath := embedded.CheckpointPath(cfg.Run.StateDir, cfg.Name+".ingest")
+	ckPath := runstate.CheckpointPath(cfg.Run.StateDir, cfg.Name+".ingest")
 	if f.fromScratch {
 		_ = os.Remove(ckPath)
 	}
-	ck, err := embedded.LoadCheckpoint(ckPath)
+	ck, err := runstate.LoadCheckpoint(ckPath)
 	if err != nil {
 		return err
 	}
@@ -291,7 +292,7 @@ func (e *stageEnv) serveMetrics(stage string, c *distributed.Counters, extra fun
 	if e.cfg.Run.MetricsAddr == "" {
 		return func() {}, nil
 	}
-	stop, err := embedded.ServeMetrics(e.cfg.Run.MetricsAddr, distributed.MetricsHandler(promtext.Labels{Pipeline: e.cfg.Name, Stage: stage}, c, extra))
+	stop, err := promtext.Serve(e.cfg.Run.MetricsAddr, distributed.MetricsHandler(promtext.Labels{Pipeline: e.cfg.Name, Stage: stage}, c, extra))
 	if err != nil {
 		return nil, fmt.Errorf("metrics on %s: %w", e.cfg.Run.MetricsAddr, err)
 	}
@@ -314,7 +315,7 @@ func (e *stageEnv) summary(ctx context.Context, stage string, c *distributed.Cou
 	}
 	out := s.JSON()
 	if e.cfg.Run.Summary != "" {
-		if err := embedded.WriteFileAtomic(e.cfg.Run.Summary, out); err != nil {
+		if err := runstate.WriteFileAtomic(e.cfg.Run.Summary, out); err != nil {
 			e.log.Error("writing run summary", "err", err)
 		}
 	}
