@@ -164,13 +164,14 @@ func evaluate(ctx context.Context, cfg *pipelines.Config, src *irdata.Source, da
 	sum.GNWindows = enc.GNWindows
 
 	// 2. Every embedding system from the cache, without the GN.
-	pp, err := parts.Open(cfg, parts.Want{Cache: true})
+	withReign := cfg.Aggregate.Type == "reign"
+	pp, err := parts.Open(cfg, parts.Want{Cache: true, Aggregator: withReign})
 	if err != nil {
 		return nil, err
 	}
 	defer pp.Close()
-	rt, model, cache, p := pp.Runtime, pp.Model, pp.Cache, pp.Params
-	meanPool, err := aggregate.NewMeanPool(model.Dim(), model.Fingerprint())
+	gnID, cache := pp.GN, pp.Cache
+	meanPool, err := aggregate.NewMeanPool(gnID.Dim, gnID.Fingerprint)
 	if err != nil {
 		return nil, err
 	}
@@ -181,16 +182,11 @@ func evaluate(ctx context.Context, cfg *pipelines.Config, src *irdata.Source, da
 		{"gn-truncated", firstChunk{meanPool}},
 		{"gn-meanpool", meanPool},
 	}
-	if cfg.Aggregate.Type == "reign" {
-		agg, _, closeAgg, err := parts.BuildAggregator(rt, cfg, model, p)
-		if err != nil {
-			return nil, err
-		}
-		defer closeAgg()
+	if withReign {
 		systems = append(systems, struct {
 			name string
 			agg  aggregate.Aggregator
-		}{"reign", agg})
+		}{"reign", pp.Aggregator})
 	}
 
 	corpusIDs := make([]string, len(ds.Corpus))
@@ -200,7 +196,7 @@ func evaluate(ctx context.Context, cfg *pipelines.Config, src *irdata.Source, da
 	reports := map[string]*eval.Report{}
 	var order []string
 	for _, sys := range systems {
-		cv, err := vectorsFromCache(cache, model.Dim(), sys.agg, "c", corpusIDs)
+		cv, err := vectorsFromCache(cache, gnID.Dim, sys.agg, "c", corpusIDs)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", sys.name, err)
 		}
@@ -209,7 +205,7 @@ func evaluate(ctx context.Context, cfg *pipelines.Config, src *irdata.Source, da
 			return nil, err
 		}
 		for _, q := range ds.Queries {
-			qv, err := vectorsFromCache(cache, model.Dim(), sys.agg, "q", []string{q.ID})
+			qv, err := vectorsFromCache(cache, gnID.Dim, sys.agg, "q", []string{q.ID})
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", sys.name, err)
 			}

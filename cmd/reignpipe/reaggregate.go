@@ -62,14 +62,14 @@ func cmdReaggregate(ctx context.Context, args []string) error {
 func reaggregate(ctx context.Context, cfg *pipelines.Config, outDir string) (sum ReaggregateSummary, err error) {
 	start := time.Now()
 	sum.Pipeline, sum.Output = cfg.Name, outDir
-	// The GN model is loaded only for its fingerprint and dimension, which name the cache's
-	// space; it runs no forward pass (the summary reports its counter).
+	// The GN is only identified, for its fingerprint and dimension, which name the cache's
+	// space; no GN session is made, so the summary's forward-pass counter stays 0.
 	pp, err := parts.Open(cfg, parts.Want{Cache: true, Aggregator: true})
 	if err != nil {
 		return sum, err
 	}
 	defer pp.Close()
-	model, cache, agg, companion := pp.Model, pp.Cache, pp.Aggregator, pp.Companion
+	gnID, cache, agg, companion := pp.GN, pp.Cache, pp.Aggregator, pp.Companion
 	sum.Space = agg.Space()
 	gnDim := 0
 	if companion != nil {
@@ -88,7 +88,6 @@ func reaggregate(ctx context.Context, cfg *pipelines.Config, outDir string) (sum
 			err = cerr
 		}
 		sum.WallSeconds = time.Since(start).Seconds()
-		sum.GNForward = model.Stats().ForwardPasses
 	}()
 
 	fail := func(docID, reason string) {
@@ -106,7 +105,7 @@ func reaggregate(ctx context.Context, cfg *pipelines.Config, outDir string) (sum
 		}
 		sum.Documents++
 		for len(chunks) < len(m.Keys) {
-			chunks = append(chunks, make([]float32, model.Dim()))
+			chunks = append(chunks, make([]float32, gnID.Dim))
 			hits = append(hits, false)
 		}
 		n, err := cache.GetMany(m.Keys, chunks[:len(m.Keys)], hits[:len(m.Keys)])

@@ -17,6 +17,7 @@ import (
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/embedded"
 	"github.com/reignpipe/reignpipe/pipelines/parts"
+	"github.com/reignpipe/reignpipe/pipelines/runstate"
 	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/gn"
 )
@@ -88,7 +89,7 @@ func run(ctx context.Context, cfg *pipelines.Config, fromScratch bool) (embedded
 
 func runWith(ctx context.Context, cfg *pipelines.Config, fromScratch bool, w wiring) (sum embedded.Summary, err error) {
 	log := slog.Default()
-	ckPath := embedded.CheckpointPath(cfg.Run.StateDir, cfg.Name)
+	ckPath := runstate.CheckpointPath(cfg.Run.StateDir, cfg.Name)
 	if fromScratch {
 		if err := os.Remove(ckPath); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return sum, err
@@ -177,7 +178,7 @@ func runWith(ctx context.Context, cfg *pipelines.Config, fromScratch bool, w wir
 		defer dl.Close(context.Background())
 	}
 
-	ck, err := embedded.LoadCheckpoint(ckPath)
+	ck, err := runstate.LoadCheckpoint(ckPath)
 	if err != nil {
 		return sum, err
 	}
@@ -223,7 +224,7 @@ func runWith(ctx context.Context, cfg *pipelines.Config, fromScratch bool, w wir
 			stage = "run"
 		}
 		labels := promtext.Labels{Pipeline: cfg.Name, Stage: stage}
-		stopMetrics, err := embedded.ServeMetrics(cfg.Run.MetricsAddr, embedded.MetricsHandler(runner, labels, w.metrics))
+		stopMetrics, err := promtext.Serve(cfg.Run.MetricsAddr, embedded.MetricsHandler(runner, labels, w.metrics))
 		if err != nil {
 			return sum, fmt.Errorf("metrics on %s: %w", cfg.Run.MetricsAddr, err)
 		}
@@ -256,7 +257,7 @@ func runWith(ctx context.Context, cfg *pipelines.Config, fromScratch bool, w wir
 	}
 	out := sum.JSON()
 	if cfg.Run.Summary != "" {
-		if err := embedded.WriteFileAtomic(cfg.Run.Summary, out); err != nil {
+		if err := runstate.WriteFileAtomic(cfg.Run.Summary, out); err != nil {
 			log.Error("writing run summary", "path", cfg.Run.Summary, "err", err)
 		}
 	}
@@ -308,13 +309,13 @@ func clearDir(dir string) error {
 }
 
 // resumeCheckpoint keeps ck's watermark only if the files the source reads still start with
-// the ones it was counted over (see embedded.Checkpoint).
-func resumeCheckpoint(ck *embedded.Checkpoint, cfg *pipelines.Config) (why string, err error) {
+// the ones it was counted over (see runstate.Checkpoint).
+func resumeCheckpoint(ck *runstate.Checkpoint, cfg *pipelines.Config) (why string, err error) {
 	paths, err := multifile.Expand(cfg.Source.Path)
 	if err != nil {
 		return "", err
 	}
-	files, err := embedded.StampFiles(paths)
+	files, err := runstate.StampFiles(paths)
 	if err != nil {
 		return "", err
 	}

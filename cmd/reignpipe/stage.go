@@ -17,6 +17,7 @@ import (
 	"github.com/reignpipe/reignpipe/pipelines/distributed"
 	"github.com/reignpipe/reignpipe/pipelines/embedded"
 	"github.com/reignpipe/reignpipe/pipelines/parts"
+	"github.com/reignpipe/reignpipe/pipelines/runstate"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -203,11 +204,11 @@ func (e *stageEnv) ingest(ctx context.Context, dl connectors.DeadLetterSink, f s
 	}
 	out := kafka.NewRawSink(p)
 	defer out.Close(context.Background())
-	ckPath := embedded.CheckpointPath(cfg.Run.StateDir, cfg.Name+".ingest")
+	ckPath := runstate.CheckpointPath(cfg.Run.StateDir, cfg.Name+".ingest")
 	if f.fromScratch {
 		_ = os.Remove(ckPath)
 	}
-	ck, err := embedded.LoadCheckpoint(ckPath)
+	ck, err := runstate.LoadCheckpoint(ckPath)
 	if err != nil {
 		return err
 	}
@@ -237,14 +238,14 @@ func (e *stageEnv) ingest(ctx context.Context, dl connectors.DeadLetterSink, f s
 
 func (e *stageEnv) aggregate(ctx context.Context, dl connectors.DeadLetterSink, f stageFlags) error {
 	cfg := e.cfg
-	// The GN model is loaded for its fingerprint and dimension (the space chunk embeddings must
-	// come from); it runs no forward pass here. REIGN runs on the same ORT environment.
+	// The GN is identified for its fingerprint and dimension (the space chunk embeddings must
+	// come from); it runs no forward pass here, so no GN session is made.
 	pp, err := parts.Open(cfg, parts.Want{Aggregator: true})
 	if err != nil {
 		return err
 	}
 	defer pp.Close()
-	model, params, agg, companion := pp.Model, pp.Params, pp.Aggregator, pp.Companion
+	gnID, params, agg, companion := pp.GN, pp.Params, pp.Aggregator, pp.Companion
 	var outs []connectors.Sink
 	for _, sc := range cfg.Sinks {
 		var s connectors.Sink
@@ -256,7 +257,7 @@ func (e *stageEnv) aggregate(ctx context.Context, dl connectors.DeadLetterSink, 
 				gnDim = companion.Dim()
 			}
 			s, err = sinks[sc.Type](sc, agg.Dim(), gnDim, map[string]string{
-				schemas.MetaGNFingerprint: model.Fingerprint(), schemas.MetaK: fmt.Sprint(params.K), schemas.MetaS: fmt.Sprint(params.S),
+				schemas.MetaGNFingerprint: gnID.Fingerprint, schemas.MetaK: fmt.Sprint(params.K), schemas.MetaS: fmt.Sprint(params.S),
 			})
 		}
 		if err != nil {
@@ -281,7 +282,7 @@ func (e *stageEnv) aggregate(ctx context.Context, dl connectors.DeadLetterSink, 
 	start := time.Now()
 	err = distributed.Aggregate(ctx, distributed.AggregateParts{
 		Input: kafka.NewChunkSource(cons), Aggregator: agg, GNMeanPool: companion, Sinks: outs, DeadLetter: dl,
-		Space: distributed.Space{Fingerprint: model.Fingerprint(), Dim: model.Dim(), K: params.K, S: params.S},
+		Space: distributed.Space{Fingerprint: gnID.Fingerprint, Dim: gnID.Dim, K: params.K, S: params.S},
 	}, distributed.Options{CommitEvery: cfg.Run.CommitEvery, CommitInterval: cfg.Run.CommitInterval.Duration, IdleExit: f.idleExit, Logger: e.log}, &c)
 	e.summary(ctx, "aggregate", &c, connectors.SourceStats{}, start, err)
 	return err
@@ -291,7 +292,7 @@ func (e *stageEnv) serveMetrics(stage string, c *distributed.Counters, extra fun
 	if e.cfg.Run.MetricsAddr == "" {
 		return func() {}, nil
 	}
-	stop, err := embedded.ServeMetrics(e.cfg.Run.MetricsAddr, distributed.MetricsHandler(promtext.Labels{Pipeline: e.cfg.Name, Stage: stage}, c, extra))
+	stop, err := promtext.Serve(e.cfg.Run.MetricsAddr, distributed.MetricsHandler(promtext.Labels{Pipeline: e.cfg.Name, Stage: stage}, c, extra))
 	if err != nil {
 		return nil, fmt.Errorf("metrics on %s: %w", e.cfg.Run.MetricsAddr, err)
 	}
@@ -314,7 +315,7 @@ func (e *stageEnv) summary(ctx context.Context, stage string, c *distributed.Cou
 	}
 	out := s.JSON()
 	if e.cfg.Run.Summary != "" {
-		if err := embedded.WriteFileAtomic(e.cfg.Run.Summary, out); err != nil {
+		if err := runstate.WriteFileAtomic(e.cfg.Run.Summary, out); err != nil {
 			e.log.Error("writing run summary", "err", err)
 		}
 	}

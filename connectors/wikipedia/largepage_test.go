@@ -1,7 +1,6 @@
 package wikipedia
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 
@@ -54,56 +53,4 @@ func ids(docs []schemas.Document) []string {
 		out[i] = d.ID
 	}
 	return out
-}
-
-// Skipping a page keeps the scanner's buffer at its size: a 12 MB page under a 1 MiB bound
-// never grows it past twice the first read.
-func TestSkipPageHoldsNoMore(t *testing.T) {
-	in := "<page><title>Big</title><id>7</id>" + strings.Repeat("x", 12<<20) + "</page><page><title>Next</title></page>"
-	sc := newScanner(strings.NewReader(in), 1<<20)
-	kind, head, err := sc.next()
-	if err != nil || kind != elemLargePage {
-		t.Fatalf("first element: kind %d, %v", kind, err)
-	}
-	if title, id := pageHead(head); title != "Big" || id != "7" || sc.skippedBytes != int64(len(in)-len("<page><title>Next</title></page>")) {
-		t.Errorf("head %q/%q, skipped %d", title, id, sc.skippedBytes)
-	}
-	if kind, elem, err := sc.next(); err != nil || kind != elemPage || string(elem) != "<page><title>Next</title></page>" {
-		t.Errorf("second element: kind %d %q %v", kind, elem, err)
-	}
-	if len(sc.buf) > 2<<20 {
-		t.Errorf("buffer grew to %d bytes", len(sc.buf))
-	}
-}
-
-// Under a small page bound every page handed out is within it, and what is skipped is named
-// from its head without panicking, whatever the input.
-func FuzzScanBounded(f *testing.F) {
-	f.Add([]byte(`<page><title>T</title><id>1</id>`+strings.Repeat("x", 200)+`</page><page><title>U</title></page>`), 64)
-	f.Add([]byte(`<page><page></page>`), 8)
-	f.Add([]byte(`<page>`+strings.Repeat("</pag", 50)), 16)
-	f.Fuzz(func(t *testing.T, in []byte, max int) {
-		if max < 0 {
-			max = -max
-		}
-		sc := newScanner(bytes.NewReader(in), max%4096)
-		for range len(in) + 1 {
-			kind, elem, err := sc.next()
-			if err != nil {
-				return
-			}
-			switch kind {
-			case elemPage:
-				if len(elem) > sc.maxPage {
-					t.Fatalf("page of %d bytes handed out under a bound of %d", len(elem), sc.maxPage)
-				}
-			case elemLargePage:
-				_, _ = pageHead(elem)
-				if sc.skippedBytes <= int64(sc.maxPage) || len(elem) > headBytes {
-					t.Fatalf("skipped %d bytes under a bound of %d, head %d", sc.skippedBytes, sc.maxPage, len(elem))
-				}
-			}
-		}
-		t.Fatal("the scanner did not end")
-	})
 }

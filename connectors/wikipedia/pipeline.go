@@ -17,6 +17,7 @@ import (
 	"golang.org/x/text/transform"
 
 	"github.com/reignpipe/reignpipe/connectors/textpolicy"
+	"github.com/reignpipe/reignpipe/connectors/wikipedia/exportxml"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -236,33 +237,33 @@ func (s *segScan) add(it item) error {
 // scan hands out the elements of text. On an error it returns the bytes the scanner held
 // unread (the start of the page it could not finish), for the error to name that page.
 func (s *segScan) scan(ctx context.Context, text io.Reader) ([]byte, error) {
-	sc := newScanner(text, s.r.opts.MaxPageBytes)
+	sc := exportxml.NewScanner(text, s.r.opts.MaxPageBytes)
 	for {
-		kind, elem, err := sc.next()
+		kind, elem, err := sc.Next()
 		if err == io.EOF {
 			return nil, nil
 		}
 		if err != nil {
-			return sc.pending(), err
+			return sc.Pending(), err
 		}
 		switch kind {
-		case elemSiteinfo:
-			err = s.add(item{isSite: true, site: dbname(elem)})
-		case elemBadPage:
+		case exportxml.ElemSiteinfo:
+			err = s.add(item{isSite: true, site: exportxml.DBName(elem)})
+		case exportxml.ElemBadPage:
 			s.ordinal++
 			s.cur.pages++
 			err = s.add(item{ordinal: s.ordinal, bad: errors.New("<page> not closed before the next <page>")})
-		case elemLargePage:
+		case exportxml.ElemLargePage:
 			s.ordinal++
 			s.cur.pages++
-			title, id := pageHead(elem)
+			title, id := exportxml.PageHead(elem)
 			if id != "" {
 				s.seen[id] = true // not lost: refused
 				s.lastTitle, s.lastID = title, id
 			}
 			err = s.add(item{ordinal: s.ordinal, title: title, pageID: id,
-				bad: fmt.Errorf("page of %d bytes is over the bound of %d (twice source.max_doc_bytes); skipped without being held", sc.skippedBytes, sc.maxPage)})
-		case elemPage:
+				bad: fmt.Errorf("page of %d bytes is over the bound of %d (twice source.max_doc_bytes); skipped without being held", sc.Skipped(), sc.MaxPage())})
+		case exportxml.ElemPage:
 			s.ordinal++
 			s.cur.pages++
 			it, skip := s.r.convert(elem, s.cur.text)
@@ -289,21 +290,21 @@ func (s *segScan) scan(ctx context.Context, text io.Reader) ([]byte, error) {
 // convert turns a page element into an item, or names the reason it is skipped. The text
 // policy is applied to the title and text, and what it changed is added to counts.
 func (r *Reader) convert(elem []byte, counts textpolicy.Counts) (item, string) {
-	p, err := parsePage(elem)
-	p.title = strings.TrimSpace(textpolicy.Clean(p.title, counts))
-	it := item{pageID: p.id, title: p.title}
+	p, err := exportxml.ParsePage(elem)
+	p.Title = strings.TrimSpace(textpolicy.Clean(p.Title, counts))
+	it := item{pageID: p.ID, title: p.Title}
 	if err != nil {
 		it.bad = err
 		return it, ""
 	}
-	ns, nsErr := strconv.Atoi(p.ns)
+	ns, nsErr := strconv.Atoi(p.NS)
 	switch {
-	case p.title == "":
+	case p.Title == "":
 		it.bad = errors.New("page has no <title>")
-	case p.id == "" || !isDigits(p.id):
-		it.bad, it.pageID = fmt.Errorf("page has no numeric <id> (%q)", p.id), ""
+	case p.ID == "" || !isDigits(p.ID):
+		it.bad, it.pageID = fmt.Errorf("page has no numeric <id> (%q)", p.ID), ""
 	case nsErr != nil:
-		it.bad = fmt.Errorf("page has no numeric <ns> (%q)", p.ns)
+		it.bad = fmt.Errorf("page has no numeric <ns> (%q)", p.NS)
 	}
 	if it.bad != nil {
 		return it, ""
@@ -311,34 +312,34 @@ func (r *Reader) convert(elem []byte, counts textpolicy.Counts) (item, string) {
 	if !r.namespaces[ns] {
 		return it, "namespace"
 	}
-	if p.redirect || isRedirectText(p.text) {
+	if p.Redirect || isRedirectText(p.Text) {
 		return it, "redirect"
 	}
 	switch {
-	case !p.hasRevision:
+	case !p.HasRevision:
 		it.bad = errors.New("page has no <revision>")
-	case p.revID == "" || !isDigits(p.revID):
-		it.bad = fmt.Errorf("revision has no numeric <id> (%q)", p.revID)
-	case !p.hasText:
+	case p.RevID == "" || !isDigits(p.RevID):
+		it.bad = fmt.Errorf("revision has no numeric <id> (%q)", p.RevID)
+	case !p.HasText:
 		it.bad = errors.New("revision has no <text> (deleted?)")
 	}
 	if it.bad != nil {
 		return it, ""
 	}
-	p.text = textpolicy.Clean(p.text, counts)
-	if textpolicy.IsBlank(p.text) {
+	p.Text = textpolicy.Clean(p.Text, counts)
+	if textpolicy.IsBlank(p.Text) {
 		return it, "empty"
 	}
-	text := r.names.Plain(p.text)
+	text := r.names.Plain(p.Text)
 	if !hasWord(text) {
 		// Only markup (templates, categories, files) was there: nothing to embed.
 		return it, "markup_only"
 	}
 	it.doc = schemas.Document{
-		Version: p.revID,
-		Title:   p.title,
+		Version: p.RevID,
+		Title:   p.Title,
 		Text:    text,
-		Meta:    map[string]string{"ns": p.ns, "timestamp": p.timestamp, "revision_id": p.revID},
+		Meta:    map[string]string{"ns": p.NS, "timestamp": p.Timestamp, "revision_id": p.RevID},
 	}
 	return it, ""
 }

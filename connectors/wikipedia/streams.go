@@ -12,6 +12,7 @@ import (
 
 	"github.com/dsnet/compress/bzip2"
 
+	"github.com/reignpipe/reignpipe/connectors/wikipedia/exportxml"
 	"github.com/reignpipe/reignpipe/connectors/wikipedia/multistream"
 )
 
@@ -206,6 +207,9 @@ func lossError(base string, off, end int64, lost []multistream.Entry, partial []
 	return fmt.Errorf("%s: %w", b.String(), cause)
 }
 
+// pageStart is the start tag exportxml.Scanner looks for.
+var pageStart = []byte("<page>")
+
 // identify finds the title and page id at the start of a partly read <page>.
 func identify(partial []byte) (id, title string) {
 	p := bytes.Index(partial, pageStart)
@@ -223,7 +227,7 @@ func identify(partial []byte) (id, title string) {
 		if j < 0 || j > 1024 {
 			return ""
 		}
-		return strings.TrimSpace(unescape(rest[:j]))
+		return strings.TrimSpace(exportxml.Unescape(rest[:j]))
 	}
 	id = field("id")
 	if !isDigits(id) {

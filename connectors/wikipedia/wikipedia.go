@@ -10,6 +10,12 @@
 // A damaged or truncated bz2 stream is not the end of a run: its pages come out of Read as
 // bad inputs (dead letters) and reading goes on with the next stream (see streams.go and
 // README.md).
+//
+// What lives where: this package opens, decompresses and cuts the dump and turns pages into
+// documents (wikipedia.go, pipeline.go, streams.go); the XML itself -- finding <page> and
+// <siteinfo> elements, parsing a page, entities, the declared namespaces -- is exportxml; the
+// multistream index and bz2 stream boundaries are multistream; wikitext to plain text is
+// wikitext.
 package wikipedia
 
 import (
@@ -26,6 +32,7 @@ import (
 	"sync"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/connectors/wikipedia/exportxml"
 	"github.com/reignpipe/reignpipe/connectors/wikipedia/multistream"
 	"github.com/reignpipe/reignpipe/connectors/wikipedia/wikitext"
 	"github.com/reignpipe/reignpipe/schemas"
@@ -222,11 +229,11 @@ func (r *Reader) sniff() error {
 	}
 	defer closeDec2()
 	if text, err := decode(dec2, r.enc, r.bom); err == nil {
-		si, head := readSiteinfo(text)
+		si, head := exportxml.ReadSiteinfo(text)
 		if si != nil {
-			r.names, _, _ = parseNamespaces(si)
+			r.names, _, _ = exportxml.ParseNamespaces(si)
 		}
-		r.root = rootElement(head)
+		r.root = exportxml.RootElement(head)
 	}
 	return nil
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/reignpipe/reignpipe/connectors/wikipedia"
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/embedded"
+	"github.com/reignpipe/reignpipe/pipelines/runstate"
 	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/aggregate"
 	"github.com/reignpipe/reignpipe/stages/chunk"
@@ -212,7 +213,7 @@ func run(dump string, maxDocs int, gnName, batchList, outPath, provider string) 
 	b, _ := json.MarshalIndent(res, "", "  ")
 	fmt.Println(string(b))
 	if outPath != "" {
-		return embedded.WriteFileAtomic(outPath, append(b, '\n'))
+		return runstate.WriteFileAtomic(outPath, append(b, '\n'))
 	}
 	return nil
 }

@@ -1,11 +1,9 @@
 package embedded
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -151,43 +149,4 @@ func MetricsHandler(r *Runner, l promtext.Labels, extra func() map[string]float6
 		}
 		return ms, ex
 	})
-}
-
-// ServeMetrics serves /metrics and /healthz on addr until stop is called. The endpoints have no
-// authentication, so an address that is not loopback (":9090" listens on every interface) is
-// logged as a warning: put such a port behind a firewall or a scraping proxy.
-func ServeMetrics(addr string, h http.Handler) (stop func(), err error) {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", h)
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	if !Loopback(addr) {
-		slog.Warn("metrics endpoint is reachable from other machines and has no authentication; use 127.0.0.1:PORT to keep it local",
-			"addr", ln.Addr().String())
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	return func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		<-errc
-	}, nil
-}
-
-// Loopback reports whether a listen address only accepts connections from this machine.
-func Loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

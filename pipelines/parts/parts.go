@@ -1,6 +1,7 @@
 // Package parts opens what a pipeline's config names -- the ONNX Runtime environment, the GN,
 // its tokenizer, the chunk cache and the document aggregator -- in one place, for every command
-// and both runners, with one Close. Each caller asks only for what it uses.
+// and both runners, with one Close. Each caller asks only for what it uses, and the ONNX Runtime
+// is made only for a part that runs a session.
 package parts
 
 import (
@@ -16,11 +17,12 @@ import (
 	"github.com/reignpipe/reignpipe/stages/wordpiece"
 )
 
-// Want says which parts to open beyond the runtime and the GN, which are always opened.
+// Want says which parts to open beyond the GN's identity (its fingerprint and dimension,
+// read from its files), which is always there.
 type Want struct {
-	// Embed: the GN will run forward passes, so it gets the configured provider and threads.
-	// Without it the GN is loaded on the CPU only for its fingerprint and dimension (the space
-	// the cache and the aggregators are keyed by).
+	// Embed: the GN will run forward passes, so it is loaded as an ONNX Runtime session with the
+	// configured provider and threads. Without it no GN session is made: the space the cache
+	// and the aggregators are keyed by is Identify's.
 	Embed bool
 	// Tokenizer loads the GN's WordPiece vocabulary.
 	Tokenizer bool
@@ -32,6 +34,10 @@ type Want struct {
 
 // Parts are the opened parts; the fields Want left out are nil.
 type Parts struct {
+	// GN is the GN's identity: its fingerprint and dimension name every space below. Always set.
+	GN gn.Identity
+	// Runtime is the process's ONNX Runtime environment, made only for a part that runs a
+	// session: the GN with Want.Embed, or a REIGN aggregator. Model is the GN session (Embed).
 	Runtime   *gn.Runtime
 	Model     *gn.Model
 	Tokenizer *wordpiece.Tokenizer
@@ -52,31 +58,38 @@ func Open(cfg *pipelines.Config, want Want) (_ *Parts, err error) {
 			err = errors.Join(err, p.Close())
 		}
 	}()
-	lib, err := cfg.LibraryPath()
-	if err != nil {
-		return nil, err
+	// Mean-pool over cached chunks (reaggregate, verify, eval on a warm cache) needs only the
+	// GN's identity, so it neither needs the ONNX Runtime library nor pays for a session.
+	if want.Embed || want.Aggregator && cfg.Aggregate.Type != "meanpool" {
+		lib, err := cfg.LibraryPath()
+		if err != nil {
+			return nil, err
+		}
+		if p.Runtime, err = gn.NewRuntime(lib); err != nil {
+			return nil, err
+		}
+		p.closers = append(p.closers, p.Runtime.Close)
 	}
-	if p.Runtime, err = gn.NewRuntime(lib); err != nil {
-		return nil, err
-	}
-	p.closers = append(p.closers, p.Runtime.Close)
 	modelPath, tokPath := cfg.GN.ModelPaths()
 	if want.Tokenizer {
 		if p.Tokenizer, err = wordpiece.Load(tokPath); err != nil {
 			return nil, fmt.Errorf("GN tokenizer: %w (run ops/fetch?)", err)
 		}
 	}
-	mc := gn.Config{Name: cfg.GN.Name, Model: modelPath, Tokenizer: tokPath, Provider: "cpu"}
+	mc := gn.Config{Name: cfg.GN.Name, Model: modelPath, Tokenizer: tokPath}
 	if want.Embed {
 		mc.Provider, mc.IntraOpThreads, mc.InterOpThreads = cfg.GN.Provider, cfg.GN.IntraOpThreads, cfg.GN.InterOpThreads
-	}
-	if p.Model, err = p.Runtime.Load(mc); err != nil {
+		if p.Model, err = p.Runtime.Load(mc); err != nil {
+			return nil, fmt.Errorf("GN model: %w", err)
+		}
+		p.closers = append(p.closers, p.Model.Close)
+		p.GN = p.Model.Identity()
+	} else if p.GN, err = gn.Identify(mc); err != nil {
 		return nil, fmt.Errorf("GN model: %w", err)
 	}
-	p.closers = append(p.closers, p.Model.Close)
 	if want.Cache {
 		p.Cache, err = shardcache.Open(shardcache.Options{
-			Dir: cfg.Cache.Dir, Fingerprint: p.Model.Fingerprint(), Dim: p.Model.Dim(), K: p.Params.K, S: p.Params.S,
+			Dir: cfg.Cache.Dir, Fingerprint: p.GN.Fingerprint, Dim: p.GN.Dim, K: p.Params.K, S: p.Params.S,
 			RowsPerShard: cfg.Cache.RowsPerShard,
 		})
 		if err != nil {
@@ -86,7 +99,7 @@ func Open(cfg *pipelines.Config, want Want) (_ *Parts, err error) {
 	}
 	if want.Aggregator {
 		var closeAgg func()
-		if p.Aggregator, p.Companion, closeAgg, err = BuildAggregator(p.Runtime, cfg, p.Model, p.Params); err != nil {
+		if p.Aggregator, p.Companion, closeAgg, err = BuildAggregator(p.Runtime, cfg, p.GN, p.Params); err != nil {
 			return nil, err
 		}
 		p.closers = append(p.closers, func() error { closeAgg(); return nil })
@@ -107,9 +120,9 @@ func (p *Parts) Close() error {
 
 // BuildAggregator makes the configured document aggregation. REIGN checkpoints are checked
 // against the GN and window setting in use before anything runs; close releases the REIGN
-// session (a no-op for mean-pool).
-func BuildAggregator(rt *gn.Runtime, cfg *pipelines.Config, model *gn.Model, p chunk.Params) (agg, companion aggregate.Aggregator, close func(), err error) {
-	meanPool, err := aggregate.NewMeanPool(model.Dim(), model.Fingerprint())
+// session (a no-op for mean-pool). rt may be nil for mean-pool, which runs no session.
+func BuildAggregator(rt *gn.Runtime, cfg *pipelines.Config, id gn.Identity, p chunk.Params) (agg, companion aggregate.Aggregator, close func(), err error) {
+	meanPool, err := aggregate.NewMeanPool(id.Dim, id.Fingerprint)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -121,7 +134,7 @@ func BuildAggregator(rt *gn.Runtime, cfg *pipelines.Config, model *gn.Model, p c
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("REIGN checkpoint: %w", err)
 	}
-	space := reign.Space{GNName: cfg.GN.Name, GNFingerprint: model.Fingerprint(), GNDim: model.Dim(), K: p.K, S: p.S}
+	space := reign.Space{GNName: cfg.GN.Name, GNFingerprint: id.Fingerprint, GNDim: id.Dim, K: p.K, S: p.S}
 	if err := reign.CheckSpace(dir, ck, space, cfg.Aggregate.TrainedOn); err != nil {
 		return nil, nil, nil, err
 	}

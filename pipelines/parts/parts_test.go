@@ -3,11 +3,13 @@ package parts
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/reignpipe/reignpipe/internal/testenv"
 	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/stages/gn"
 )
 
 func config(t *testing.T, extra string) *pipelines.Config {
@@ -39,13 +41,20 @@ func TestOpen(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%+v: %v", want, err)
 		}
-		if p.Runtime == nil || p.Model == nil || p.Model.Dim() != 384 || p.Params.K != 128 {
-			t.Errorf("%+v: runtime, model or params missing: %+v", want, p)
+		if p.GN.Dim != 384 || len(p.GN.Fingerprint) != 64 || p.Params.K != 128 {
+			t.Errorf("%+v: GN identity or params missing: %+v", want, p)
+		}
+		// Only a part that runs a session (here the embedding GN) makes the runtime.
+		if (p.Runtime != nil) != want.Embed || (p.Model != nil) != want.Embed {
+			t.Errorf("%+v: runtime %v, GN session %v", want, p.Runtime != nil, p.Model != nil)
+		}
+		if p.Model != nil && p.Model.Identity().Fingerprint != p.GN.Fingerprint {
+			t.Errorf("loaded GN fingerprint %s, identity %s", p.Model.Fingerprint(), p.GN.Fingerprint)
 		}
 		if (p.Tokenizer != nil) != want.Tokenizer || (p.Cache != nil) != want.Cache || (p.Aggregator != nil) != want.Aggregator {
 			t.Errorf("%+v: opened tokenizer %v, cache %v, aggregator %v", want, p.Tokenizer != nil, p.Cache != nil, p.Aggregator != nil)
 		}
-		if want.Aggregator && (p.Companion != nil || !strings.Contains(p.Aggregator.Space(), p.Model.Fingerprint())) {
+		if want.Aggregator && (p.Companion != nil || !strings.Contains(p.Aggregator.Space(), p.GN.Fingerprint)) {
 			t.Errorf("mean-pool aggregator in space %q, companion %v", p.Aggregator.Space(), p.Companion)
 		}
 		if err := p.Close(); err != nil {
@@ -77,7 +86,42 @@ func TestOpenFailureClosesWhatWasOpened(t *testing.T) {
 	if _, err := os.Stat(bad.Runtime.ORTLibrary); err == nil {
 		t.Fatal("test setup")
 	}
-	if _, err := Open(bad, Want{}); err == nil {
+	if _, err := Open(bad, Want{Embed: true}); err == nil {
 		t.Error("Open with a missing ONNX Runtime library succeeded")
+	}
+}
+
+// A mean-pool pipeline over the cache needs no ONNX Runtime: with the library path pointing
+// nowhere, Open still opens the cache and the aggregator in the GN's space, as Identify names it.
+func TestOpenWithoutRuntime(t *testing.T) {
+	cfg := config(t, "")
+	cfg.Runtime.ORTLibrary = filepath.Join(t.TempDir(), "no-such-libonnxruntime.so")
+	for _, want := range []Want{{Cache: true}, {Cache: true, Aggregator: true}} {
+		p, err := Open(cfg, want)
+		if err != nil {
+			t.Fatalf("%+v: %v", want, err)
+		}
+		if p.Runtime != nil || p.Model != nil || p.Cache == nil {
+			t.Errorf("%+v: runtime %v, GN session %v, cache %v", want, p.Runtime != nil, p.Model != nil, p.Cache != nil)
+		}
+		model, tok := cfg.GN.ModelPaths()
+		id, err := gn.Identify(gn.Config{Name: cfg.GN.Name, Model: model, Tokenizer: tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(p.GN, id) {
+			t.Errorf("%+v: GN %+v, Identify %+v", want, p.GN, id)
+		}
+		if want.Aggregator && p.Aggregator.Space() != "gn-meanpool:"+id.Fingerprint {
+			t.Errorf("aggregator in space %q", p.Aggregator.Space())
+		}
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A REIGN aggregator runs a session, so it does need the library.
+	cfg.Aggregate = pipelines.AggregateConfig{Type: "reign", Checkpoint: t.TempDir()}
+	if _, err := Open(cfg, Want{Aggregator: true}); err == nil || !strings.Contains(err.Error(), "no-such-libonnxruntime.so") {
+		t.Errorf("REIGN without the ONNX Runtime library: %v", err)
 	}
 }

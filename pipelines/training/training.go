@@ -100,7 +100,7 @@ func ExportSequences(cfg *pipelines.Config, ds *eval.Dataset, path string) (fing
 	}
 	// Closed before the trainer starts: Close flushes, and the trainer reads only the shards.
 	defer func() { err = errors.Join(err, pp.Close()) }()
-	cache, fp, dim := pp.Cache, pp.Model.Fingerprint(), pp.Model.Dim()
+	cache, fp, dim := pp.Cache, pp.GN.Fingerprint, pp.GN.Dim
 
 	meta := map[string]string{
 		schemas.MetaGNFingerprint: fp, schemas.MetaK: strconv.Itoa(cfg.Chunking.K),

@@ -83,11 +83,10 @@ type ModelStats struct {
 // but on the shared CPU that gains nothing over one pass using every intra-op thread).
 type Model struct {
 	rt           *Runtime
-	name         string
+	id           Identity
 	provider     string
-	dim          int
+	dim          int // id.Dim, id.Inputs and id.Output, kept at hand for Embed
 	maxPositions int
-	fingerprint  string
 	inputNames   []string // input_ids, attention_mask[, token_type_ids]
 	outputName   string
 
@@ -102,40 +101,28 @@ type Model struct {
 	passes, windows, real, padded, nanos atomic.Int64
 }
 
-// Load opens cfg.Model as a session in this Runtime. It hashes the model and tokenizer files
-// for the fingerprint and checks the model's inputs and outputs.
+// Load opens cfg.Model as a session in this Runtime. Its fingerprint, dimension and the
+// inputs and output it binds are Identify's, read from the files before ORT sees them.
 func (r *Runtime) Load(cfg Config) (*Model, error) {
-	if err := cfg.Validate(); err != nil {
+	id, err := Identify(cfg)
+	if err != nil {
 		return nil, err
 	}
 	kind, device, _ := parseProvider(cfg.Provider)
-	modelSum, err := sha256File(cfg.Model)
-	if err != nil {
-		return nil, fmt.Errorf("gn: model: %w", err)
-	}
-	tokSum, err := sha256File(cfg.Tokenizer)
-	if err != nil {
-		return nil, fmt.Errorf("gn: tokenizer: %w", err)
-	}
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return nil, fmt.Errorf("gn: Load %s: runtime %w", cfg.Model, ErrClosed)
 	}
-	ins, outs, err := ort.GetInputOutputInfo(cfg.Model)
-	if err != nil {
-		return nil, fmt.Errorf("gn: reading inputs/outputs of %s: %w", cfg.Model, err)
-	}
 	m := &Model{
 		rt:           r,
-		name:         cfg.Name,
+		id:           id,
 		provider:     kind,
 		maxPositions: cmp0(cfg.MaxPositions, DefaultMaxPositions),
-		fingerprint:  fingerprint(modelSum, tokSum),
-	}
-	if err := m.bindIO(ins, outs); err != nil {
-		return nil, fmt.Errorf("gn: %s: %w", cfg.Model, err)
+		dim:          id.Dim,
+		inputNames:   id.Inputs,
+		outputName:   id.Output,
 	}
 	if kind == "cuda" {
 		m.provider = fmt.Sprintf("cuda:%d", device)
@@ -158,56 +145,6 @@ func cmp0(v, def int) int {
 		return def
 	}
 	return v
-}
-
-// bindIO picks the inputs to feed and the hidden-state output, refusing models whose
-// interface this pooling cannot serve rather than failing on the first Embed.
-func (m *Model) bindIO(ins, outs []ort.InputOutputInfo) error {
-	seen := map[string]bool{}
-	for _, in := range ins {
-		switch in.Name {
-		case "input_ids", "attention_mask", "token_type_ids":
-		default:
-			return fmt.Errorf("unsupported model input %q (want input_ids, attention_mask and optionally token_type_ids)", in.Name)
-		}
-		if in.DataType != ort.TensorElementDataTypeInt64 || len(in.Dimensions) != 2 {
-			return fmt.Errorf("input %s is %s, want int64 [batch, sequence]", in.Name, in.String())
-		}
-		seen[in.Name] = true
-	}
-	for _, need := range []string{"input_ids", "attention_mask"} {
-		if !seen[need] {
-			return fmt.Errorf("model has no %s input (inputs: %v)", need, ins)
-		}
-	}
-	m.inputNames = []string{"input_ids", "attention_mask"}
-	if seen["token_type_ids"] {
-		m.inputNames = append(m.inputNames, "token_type_ids")
-	}
-	pick := -1
-	for i, o := range outs {
-		if o.Name == "last_hidden_state" {
-			pick = i
-			break
-		}
-	}
-	if pick < 0 {
-		for i, o := range outs {
-			if o.OrtValueType == ort.ONNXTypeTensor && len(o.Dimensions) == 3 {
-				pick = i
-				break
-			}
-		}
-	}
-	if pick < 0 {
-		return fmt.Errorf("no last_hidden_state or other 3-D [batch, sequence, dim] output (outputs: %v)", outs)
-	}
-	o := outs[pick]
-	if o.DataType != ort.TensorElementDataTypeFloat || len(o.Dimensions) != 3 || o.Dimensions[2] <= 0 {
-		return fmt.Errorf("output %s is %s, want float32 [batch, sequence, D] with a fixed D", o.Name, o.String())
-	}
-	m.outputName, m.dim = o.Name, int(o.Dimensions[2])
-	return nil
 }
 
 func sessionOptions(cfg Config, kind string, device int, lib string) (*ort.SessionOptions, error) {
@@ -292,7 +229,10 @@ func fingerprint(modelSum, tokSum string) string {
 func (m *Model) Dim() int { return m.dim }
 
 // Name is Config.Name.
-func (m *Model) Name() string { return m.name }
+func (m *Model) Name() string { return m.id.Name }
+
+// Identity is what Identify reports for this model's files.
+func (m *Model) Identity() Identity { return m.id }
 
 // Provider is "cpu" or "cuda:N".
 func (m *Model) Provider() string { return m.provider }
@@ -302,7 +242,7 @@ func (m *Model) MaxPositions() int { return m.maxPositions }
 
 // Fingerprint is a stable hex string over the model and tokenizer file hashes, the pooling
 // ("mean") and the normalisation ("l2"): equal fingerprints give equal chunk vectors.
-func (m *Model) Fingerprint() string { return m.fingerprint }
+func (m *Model) Fingerprint() string { return m.id.Fingerprint }
 
 // Stats returns counters since Load.
 func (m *Model) Stats() ModelStats {

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/reignpipe/reignpipe/stages/shardcache/internal/shardfile"
 )
 
 // BenchmarkGetHit reads consecutive keys of flushed shards: each hit is an index Get and one
@@ -80,11 +82,11 @@ func BenchmarkDecodeShard(b *testing.B) {
 	if err := c.Close(); err != nil {
 		b.Fatal(err)
 	}
-	sp := space{Fingerprint: o.Fingerprint, Dim: o.Dim, K: o.K, S: o.S}
-	path := filepath.Join(dir, "shards", shardName(1))
+	sp := shardfile.Space{Fingerprint: o.Fingerprint, Dim: o.Dim, K: o.K, S: o.S}
+	path := filepath.Join(dir, "shards", shardfile.Name(1))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := readShard(path, sp, memory.DefaultAllocator); err != nil {
+		if _, err := shardfile.Read(path, sp, memory.DefaultAllocator); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -11,6 +11,7 @@
 //	                                chunk_index int32, n_tokens int32, embedding
 //	                                fixed_size_list<float not null>[dim] (schemas.ChunkSchema);
 //	                                zstd; key-value metadata reignpipe.{schema_version,gn_fingerprint,k,s,dim}.
+//	                                Written and decoded by internal/shardfile.
 //	shards/shard-00000001.vec       its companion (layout in internal/vecfile): the same rows' keys
 //	                                and embeddings at 32 + row*(16+4*dim), each row with a CRC32C.
 //	                                Written the same way, after the shard and before its index.
@@ -18,10 +19,10 @@
 //	index.hash                      key -> (shard seq, row) table (layout in internal/hashindex):
 //	                                4 KiB bucket pages picked by the key's top bits, each with a
 //	                                CRC32C; a header with a watermark and a clean flag.
-//	index/                          Pebble database:
+//	index/                          Pebble database (records in internal/indexrec):
 //	  "c"                 -> space (fingerprint, dim, K, S); Open refuses a different one
 //	  's' + seq (8B BE)   -> "indexed" marker: version byte, uvarint rows, uvarint file bytes
-//	  'm' + doc id        -> Manifest (see encodeManifest)
+//	  'm' + doc id        -> Manifest (see indexrec.EncodeManifest)
 //	  'k' + key (8B BE)   -> caches from before index.hash only: removed once Open has built
 //	                         the table (see table.go)
 //
@@ -61,6 +62,12 @@
 // checks and returned as ErrCorrupt, never as a vector. A companion whose shard is gone is
 // removed. Manifests are written after the table entries of the rows they name, so a manifest
 // never points at keys the table does not know.
+//
+// What lives where: this package is the cache itself -- Open and recovery (cache.go), the read
+// paths (read.go), the key table's sizing and rebuild (table.go), verification and repair
+// (verify.go). The file formats are internal packages it alone uses: shardfile (a Parquet
+// shard: build, write, decode, space check), vecfile (the companion), hashindex (the key
+// table) and indexrec (the Pebble index's keys and values).
 package shardcache
 
 import (
@@ -80,12 +87,14 @@ import (
 
 	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/shardcache/internal/hashindex"
+	"github.com/reignpipe/reignpipe/stages/shardcache/internal/indexrec"
+	"github.com/reignpipe/reignpipe/stages/shardcache/internal/shardfile"
 	"github.com/reignpipe/reignpipe/stages/shardcache/internal/vecfile"
 )
 
 var (
 	// ErrSpaceMismatch: the Dir was built for another GN fingerprint, dim, K or S.
-	ErrSpaceMismatch = errors.New("shardcache: cache directory belongs to another GN space")
+	ErrSpaceMismatch = shardfile.ErrSpaceMismatch
 	// ErrCorrupt: a companion file, or a row read from it, failed its checks. Deleting the
 	// companion makes the next Open rebuild it from the Parquet shard.
 	ErrCorrupt = vecfile.ErrCorrupt
@@ -122,17 +131,10 @@ type Row struct {
 }
 
 // Manifest lists the ordered window keys of one document version, enough to re-aggregate its
-// vector from the cache without re-tokenizing.
-type Manifest struct {
-	DocID, Version string
-	ContentHash    uint64
-	Fingerprint    string
-	K, S           int
-	Keys           []uint64
-	// Title, Source and NTokens (content tokens) let a re-aggregation publish complete rows.
-	Title, Source string
-	NTokens       int
-}
+// vector from the cache without re-tokenizing: DocID, Version, ContentHash, Fingerprint, K, S,
+// Keys, and Title, Source and NTokens (content tokens) so a re-aggregation publishes complete
+// rows. It is defined beside its index encoding.
+type Manifest = indexrec.Manifest
 
 // Stats are counters since Open (Rows, Shards and Bytes include what was there before).
 type Stats struct {
@@ -155,7 +157,7 @@ type Stats struct {
 // Cache is safe for concurrent use. Lock order: life, then flushMu, then mu.
 type Cache struct {
 	opts   Options
-	sp     space
+	sp     shardfile.Space
 	schema *arrow.Schema
 	shardD string
 	db     *pebble.DB
@@ -172,13 +174,13 @@ type Cache struct {
 	flushMu sync.Mutex
 
 	mu        sync.Mutex
-	buf       *pending
-	sealed    []*pending // cut, waiting to become visible; still served from memory
+	buf       *shardfile.Rows
+	sealed    []*shardfile.Rows // cut, waiting to become visible; still served from memory
 	manifests map[string]*Manifest
 	nextSeq   uint64
-	shards    map[uint64]struct{} // visible and indexed
-	lru       []*decoded          // ReadParquet only; most recently used first
-	broken    map[uint64]error    // shards Open could not rebuild a companion for
+	shards    map[uint64]struct{}  // visible and indexed
+	lru       []*shardfile.Decoded // ReadParquet only; most recently used first
+	broken    map[uint64]error     // shards Open could not rebuild a companion for
 	// bad holds keys whose stored row failed its checks when read: Add replaces them instead
 	// of keeping the broken row, so a re-embedded window heals the cache. Bounded by the rows
 	// of damaged shards that were actually read.
@@ -222,11 +224,11 @@ func Open(opts Options) (*Cache, error) {
 	if opts.Allocator == nil {
 		opts.Allocator = memory.DefaultAllocator
 	}
-	sp := space{Fingerprint: opts.Fingerprint, Dim: opts.Dim, K: opts.K, S: opts.S}
+	sp := shardfile.Space{Fingerprint: opts.Fingerprint, Dim: opts.Dim, K: opts.K, S: opts.S}
 	c := &Cache{
 		opts:      opts,
 		sp:        sp,
-		schema:    schemas.ChunkSchema(opts.Dim, sp.meta()),
+		schema:    schemas.ChunkSchema(opts.Dim, sp.Meta()),
 		shardD:    filepath.Join(opts.Dir, "shards"),
 		manifests: map[string]*Manifest{},
 		shards:    map[uint64]struct{}{},
@@ -234,8 +236,8 @@ func Open(opts Options) (*Cache, error) {
 		bad:       map[uint64]struct{}{},
 		nextSeq:   1,
 	}
-	c.vecs = vecfile.NewPool(func(seq uint64) string { return filepath.Join(c.shardD, vecName(seq)) }, opts.Dim, opts.OpenFiles)
-	c.buf = newPending(0, opts.Dim)
+	c.vecs = vecfile.NewPool(func(seq uint64) string { return filepath.Join(c.shardD, shardfile.VecName(seq)) }, opts.Dim, opts.OpenFiles)
+	c.buf = shardfile.NewRows(0, opts.Dim)
 	for _, d := range []string{c.shardD, filepath.Join(opts.Dir, "index")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("shardcache: %w", err)
@@ -271,8 +273,8 @@ func Open(opts Options) (*Cache, error) {
 
 // recover checks the space, removes temp files and indexes visible shards without a marker.
 func (c *Cache) recover() error {
-	if v, closer, err := c.db.Get([]byte(configKey)); err == nil {
-		got, derr := decodeSpace(v)
+	if v, closer, err := c.db.Get([]byte(indexrec.ConfigKey)); err == nil {
+		got, derr := indexrec.DecodeSpace(v)
 		_ = closer.Close()
 		if derr != nil {
 			return fmt.Errorf("shardcache: index config: %w", derr)
@@ -291,7 +293,7 @@ func (c *Cache) recover() error {
 	var files []uint64
 	vecs := map[uint64]int64{} // companion seq -> size
 	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), tmpSuffix) {
+		if strings.HasSuffix(e.Name(), shardfile.TmpSuffix) {
 			if err := os.Remove(filepath.Join(c.shardD, e.Name())); err != nil {
 				return fmt.Errorf("shardcache: remove crash leftover: %w", err)
 			}
@@ -300,9 +302,9 @@ func (c *Cache) recover() error {
 		if !e.Type().IsRegular() {
 			continue
 		}
-		if seq, ok := parseShardName(e.Name()); ok {
+		if seq, ok := shardfile.ParseName(e.Name()); ok {
 			files = append(files, seq)
-		} else if seq, ok := parseVecName(e.Name()); ok {
+		} else if seq, ok := shardfile.ParseVecName(e.Name()); ok {
 			info, err := e.Info()
 			if err != nil {
 				return fmt.Errorf("shardcache: %w", err)
@@ -363,7 +365,7 @@ func (c *Cache) recover() error {
 	// A companion without its shard (the shard deleted by hand) would serve rows the file of
 	// record no longer has.
 	for seq := range vecs {
-		if err := os.Remove(filepath.Join(c.shardD, vecName(seq))); err != nil {
+		if err := os.Remove(filepath.Join(c.shardD, shardfile.VecName(seq))); err != nil {
 			return fmt.Errorf("shardcache: remove orphan companion: %w", err)
 		}
 	}
@@ -391,22 +393,22 @@ func (c *Cache) recover() error {
 	if err := c.dropLegacyKeys(); err != nil {
 		return err
 	}
-	if err := c.db.Set([]byte(configKey), encodeSpace(c.sp), pebble.Sync); err != nil {
+	if err := c.db.Set([]byte(indexrec.ConfigKey), indexrec.EncodeSpace(c.sp), pebble.Sync); err != nil {
 		return fmt.Errorf("shardcache: index: %w", err)
 	}
 	return nil
 }
 
-func (c *Cache) markers() (map[uint64]marker, error) {
-	lo, hi := []byte{prefixShard}, []byte{prefixShard + 1}
+func (c *Cache) markers() (map[uint64]indexrec.Marker, error) {
+	lo, hi := []byte{indexrec.PrefixShard}, []byte{indexrec.PrefixShard + 1}
 	it, err := c.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return nil, fmt.Errorf("shardcache: index: %w", err)
 	}
-	out := map[uint64]marker{}
+	out := map[uint64]indexrec.Marker{}
 	for it.First(); it.Valid(); it.Next() {
 		k := it.Key()
-		m, err := decodeMarker(it.Value())
+		m, err := indexrec.DecodeMarker(it.Value())
 		if len(k) != 9 || err != nil {
 			_ = it.Close()
 			return nil, fmt.Errorf("shardcache: index marker %x: corrupt", k)
@@ -438,33 +440,33 @@ func beUint64(b []byte) uint64 {
 
 // reindex indexes a visible shard that a crash left without index entries, writing its
 // companion first (again, if the crash came after it) so the ordering of drain still holds.
-func (c *Cache) reindex(seq uint64) (marker, error) {
-	path := filepath.Join(c.shardD, shardName(seq))
-	d, err := readShard(path, c.sp, c.opts.Allocator)
+func (c *Cache) reindex(seq uint64) (indexrec.Marker, error) {
+	path := filepath.Join(c.shardD, shardfile.Name(seq))
+	d, err := shardfile.Read(path, c.sp, c.opts.Allocator)
 	if err != nil {
-		return marker{}, err
+		return indexrec.Marker{}, err
 	}
 	st, err := os.Stat(path)
 	if err != nil {
-		return marker{}, fmt.Errorf("shardcache: %w", err)
+		return indexrec.Marker{}, fmt.Errorf("shardcache: %w", err)
 	}
-	if _, err := vecfile.Write(filepath.Join(c.shardD, vecName(seq)), seq, c.opts.Dim, d.keys, d.emb); err != nil {
-		return marker{}, fmt.Errorf("shardcache: companion of shard %d: %w", seq, err)
+	if _, err := vecfile.Write(filepath.Join(c.shardD, shardfile.VecName(seq)), seq, c.opts.Dim, d.Keys, d.Emb); err != nil {
+		return indexrec.Marker{}, fmt.Errorf("shardcache: companion of shard %d: %w", seq, err)
 	}
-	m := marker{Rows: int64(len(d.keys)), Bytes: st.Size()}
-	return m, c.commitIndex(seq, d.keys, m)
+	m := indexrec.Marker{Rows: int64(len(d.Keys)), Bytes: st.Size()}
+	return m, c.commitIndex(seq, d.Keys, m)
 }
 
 // rebuildVec rewrites the companion of an indexed shard from the shard itself.
-func (c *Cache) rebuildVec(seq uint64, m marker) error {
-	d, err := readShard(filepath.Join(c.shardD, shardName(seq)), c.sp, c.opts.Allocator)
+func (c *Cache) rebuildVec(seq uint64, m indexrec.Marker) error {
+	d, err := shardfile.Read(filepath.Join(c.shardD, shardfile.Name(seq)), c.sp, c.opts.Allocator)
 	if err != nil {
 		return err
 	}
-	if int64(len(d.keys)) != m.Rows {
-		return fmt.Errorf("shardcache: shard %d has %d rows, its index marker says %d", seq, len(d.keys), m.Rows)
+	if int64(len(d.Keys)) != m.Rows {
+		return fmt.Errorf("shardcache: shard %d has %d rows, its index marker says %d", seq, len(d.Keys), m.Rows)
 	}
-	if _, err := vecfile.Write(filepath.Join(c.shardD, vecName(seq)), seq, c.opts.Dim, d.keys, d.emb); err != nil {
+	if _, err := vecfile.Write(filepath.Join(c.shardD, shardfile.VecName(seq)), seq, c.opts.Dim, d.Keys, d.Emb); err != nil {
 		return fmt.Errorf("shardcache: companion of shard %d: %w", seq, err)
 	}
 	return nil
@@ -473,15 +475,15 @@ func (c *Cache) rebuildVec(seq uint64, m marker) error {
 // commitIndex puts a shard's keys in the table, makes them durable with the watermark, and
 // only then writes the shard's marker: a marker always means the entries are on disk, and a
 // crash before it leaves a visible unmarked shard that recover indexes again.
-func (c *Cache) commitIndex(seq uint64, keys []uint64, m marker) error {
+func (c *Cache) commitIndex(seq uint64, keys []uint64, m indexrec.Marker) error {
 	if err := c.tab.Insert(seq, keys); err != nil {
 		return fmt.Errorf("shardcache: key table: %w", err)
 	}
 	if err := c.tab.Commit(seq); err != nil {
 		return fmt.Errorf("shardcache: key table: %w", err)
 	}
-	sk := shardKeyOf(seq)
-	if err := c.db.Set(sk[:], encodeMarker(m), pebble.Sync); err != nil {
+	sk := indexrec.ShardKeyOf(seq)
+	if err := c.db.Set(sk[:], indexrec.EncodeMarker(m), pebble.Sync); err != nil {
 		return fmt.Errorf("shardcache: index: %w", err)
 	}
 	return nil
@@ -532,12 +534,12 @@ func (c *Cache) Add(r Row) (bool, error) {
 			return false, nil
 		}
 	}
-	if len(c.buf.keys) == 0 {
-		c.buf = newPending(min(c.opts.RowsPerShard, 1024), c.opts.Dim)
+	if len(c.buf.Keys) == 0 {
+		c.buf = shardfile.NewRows(min(c.opts.RowsPerShard, 1024), c.opts.Dim)
 	}
-	c.buf.add(r)
+	c.buf.Add(r.Key, r.DocID, r.ChunkIndex, r.NTokens, r.Embedding)
 	c.rows++
-	cut := len(c.buf.keys) >= c.opts.RowsPerShard
+	cut := len(c.buf.Keys) >= c.opts.RowsPerShard
 	if cut {
 		c.seal()
 	}
@@ -552,10 +554,10 @@ func (c *Cache) Add(r Row) (bool, error) {
 
 // seal queues the buffer as the next shard; c.mu must be held.
 func (c *Cache) seal() {
-	c.buf.seq = c.nextSeq
+	c.buf.Seq = c.nextSeq
 	c.nextSeq++
 	c.sealed = append(c.sealed, c.buf)
-	c.buf = newPending(0, c.opts.Dim)
+	c.buf = shardfile.NewRows(0, c.opts.Dim)
 }
 
 // drain writes sealed buffers in order; c.flushMu must be held. On error the failed buffer
@@ -570,18 +572,18 @@ func (c *Cache) drain() error {
 		p := c.sealed[0]
 		c.mu.Unlock()
 
-		rec := p.record(c.opts.Allocator, c.schema, c.opts.Dim)
-		shardPath := filepath.Join(c.shardD, shardName(p.seq))
-		size, err := writeParquetAtomic(shardPath, c.schema, c.opts.Allocator, rec)
+		rec := p.Record(c.opts.Allocator, c.schema, c.opts.Dim)
+		shardPath := filepath.Join(c.shardD, shardfile.Name(p.Seq))
+		size, err := shardfile.WriteAtomic(shardPath, c.schema, c.opts.Allocator, rec)
 		rec.Release()
 		if err != nil {
-			return fmt.Errorf("shardcache: write shard %d: %w", p.seq, err)
+			return fmt.Errorf("shardcache: write shard %d: %w", p.Seq, err)
 		}
 		// The companion after the shard (it is derived from it; Open rebuilds it from a shard
 		// that a crash left without one) and before the index batch (no entry ever names a
 		// row that cannot be read in O(1)).
-		if _, err := vecfile.Write(filepath.Join(c.shardD, vecName(p.seq)), p.seq, c.opts.Dim, p.keys, p.emb[:len(p.keys)*c.opts.Dim]); err != nil {
-			return fmt.Errorf("shardcache: write companion of shard %d: %w", p.seq, err)
+		if _, err := vecfile.Write(filepath.Join(c.shardD, shardfile.VecName(p.Seq)), p.Seq, c.opts.Dim, p.Keys, p.Emb[:len(p.Keys)*c.opts.Dim]); err != nil {
+			return fmt.Errorf("shardcache: write companion of shard %d: %w", p.Seq, err)
 		}
 		if !c.opts.ReadParquet {
 			vecfile.DropPageCache(shardPath)
@@ -589,16 +591,16 @@ func (c *Cache) drain() error {
 		// Known before its index entries exist, so a reader that finds an entry also finds
 		// the shard.
 		c.mu.Lock()
-		c.shards[p.seq] = struct{}{}
+		c.shards[p.Seq] = struct{}{}
 		c.mu.Unlock()
-		m := marker{Rows: int64(len(p.keys)), Bytes: size}
-		if err := c.commitIndex(p.seq, p.keys, m); err != nil {
+		m := indexrec.Marker{Rows: int64(len(p.Keys)), Bytes: size}
+		if err := c.commitIndex(p.Seq, p.Keys, m); err != nil {
 			return err
 		}
 		c.mu.Lock()
 		c.sealed = c.sealed[1:]
 		c.bytes += size
-		for _, k := range p.keys {
+		for _, k := range p.Keys {
 			delete(c.bad, k) // healed: the index now names the new row
 		}
 		c.mu.Unlock()
@@ -654,7 +656,7 @@ func (c *Cache) Manifest(docID string) (Manifest, bool, error) {
 		return out, true, nil
 	}
 	c.mu.Unlock()
-	v, closer, err := c.db.Get(manifestKeyOf(docID))
+	v, closer, err := c.db.Get(indexrec.ManifestKeyOf(docID))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return Manifest{}, false, nil
 	}
@@ -662,7 +664,7 @@ func (c *Cache) Manifest(docID string) (Manifest, bool, error) {
 		return Manifest{}, false, fmt.Errorf("shardcache: index: %w", err)
 	}
 	defer closer.Close()
-	m, err := decodeManifest(v)
+	m, err := indexrec.DecodeManifest(v)
 	if err != nil {
 		return Manifest{}, false, fmt.Errorf("shardcache: manifest %q: %w", docID, err)
 	}
@@ -682,7 +684,7 @@ func (c *Cache) ScanManifests(fn func(Manifest) error) error {
 		pend[k] = copyManifest(m)
 	}
 	c.mu.Unlock()
-	it, err := c.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixManifest}, UpperBound: []byte{prefixManifest + 1}})
+	it, err := c.db.NewIter(&pebble.IterOptions{LowerBound: []byte{indexrec.PrefixManifest}, UpperBound: []byte{indexrec.PrefixManifest + 1}})
 	if err != nil {
 		return fmt.Errorf("shardcache: index: %w", err)
 	}
@@ -691,7 +693,7 @@ func (c *Cache) ScanManifests(fn func(Manifest) error) error {
 		m, ok := pend[docID]
 		if ok {
 			delete(pend, docID)
-		} else if m, err = decodeManifest(it.Value()); err != nil {
+		} else if m, err = indexrec.DecodeManifest(it.Value()); err != nil {
 			_ = it.Close()
 			return fmt.Errorf("shardcache: manifest %q: %w", docID, err)
 		}
@@ -730,7 +732,7 @@ func (c *Cache) flush() error {
 	c.flushMu.Lock()
 	defer c.flushMu.Unlock()
 	c.mu.Lock()
-	if len(c.buf.keys) > 0 {
+	if len(c.buf.Keys) > 0 {
 		c.seal()
 	}
 	mans := make([]*Manifest, 0, len(c.manifests))
@@ -747,7 +749,7 @@ func (c *Cache) flush() error {
 	b := c.db.NewBatch()
 	defer b.Close()
 	for _, m := range mans {
-		if err := b.Set(manifestKeyOf(m.DocID), encodeManifest(*m), nil); err != nil {
+		if err := b.Set(indexrec.ManifestKeyOf(m.DocID), indexrec.EncodeManifest(*m), nil); err != nil {
 			return fmt.Errorf("shardcache: index: %w", err)
 		}
 	}
@@ -768,9 +770,9 @@ func (c *Cache) flush() error {
 // Stats returns the counters.
 func (c *Cache) Stats() Stats {
 	c.mu.Lock()
-	s := Stats{Rows: c.rows, Shards: int64(len(c.shards)), Bytes: c.bytes, Buffered: int64(len(c.buf.keys))}
+	s := Stats{Rows: c.rows, Shards: int64(len(c.shards)), Bytes: c.bytes, Buffered: int64(len(c.buf.Keys))}
 	for _, p := range c.sealed {
-		s.Buffered += int64(len(p.keys))
+		s.Buffered += int64(len(p.Keys))
 	}
 	s.Rebuilt, s.Broken = c.rebuilt, int64(len(c.broken))
 	s.TableRebuilt = c.tableRebuilt

@@ -1,7 +1,6 @@
 package shardcache
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -14,6 +13,9 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cockroachdb/pebble"
+
+	"github.com/reignpipe/reignpipe/stages/shardcache/internal/indexrec"
+	"github.com/reignpipe/reignpipe/stages/shardcache/internal/shardfile"
 )
 
 const testDim = 8
@@ -268,10 +270,10 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	b := db.NewBatch()
 	for _, r := range rows[16:32] { // shard 2
-		k := keyOf(r.Key)
+		k := indexrec.KeyOf(r.Key)
 		_ = b.Delete(k[:], nil)
 	}
-	sk := shardKeyOf(2)
+	sk := indexrec.ShardKeyOf(2)
 	_ = b.Delete(sk[:], nil)
 	if err := b.Commit(pebble.Sync); err != nil {
 		t.Fatal(err)
@@ -318,7 +320,7 @@ func TestCorruptShardErrors(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, "shards", shardName(1))
+	path := filepath.Join(dir, "shards", shardfile.Name(1))
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -331,7 +333,7 @@ func TestCorruptShardErrors(t *testing.T) {
 	}
 	// Hits read the companion, so the shard is read only when its companion has to be rebuilt:
 	// without one, a corrupt shard must turn into errors, not vectors, and not stop Open.
-	if err := os.Remove(filepath.Join(dir, "shards", vecName(1))); err != nil {
+	if err := os.Remove(filepath.Join(dir, "shards", shardfile.VecName(1))); err != nil {
 		t.Fatal(err)
 	}
 	c = mustOpen(t, o)
@@ -474,27 +476,4 @@ func TestManifests(t *testing.T) {
 	c = mustOpen(t, o)
 	defer c.Close()
 	check(c)
-}
-
-// Manifests written before Title/Source/NTokens existed still decode.
-func TestManifestVersion1Decodes(t *testing.T) {
-	m := Manifest{DocID: "enwiki:1", Version: "9", Fingerprint: "fp", ContentHash: 42, K: 512, S: 512, Keys: []uint64{7, 8}}
-	b := []byte{valueVersion}
-	b = appendString(b, m.DocID)
-	b = appendString(b, m.Version)
-	b = appendString(b, m.Fingerprint)
-	b = binary.LittleEndian.AppendUint64(b, m.ContentHash)
-	b = binary.AppendUvarint(b, 512)
-	b = binary.AppendUvarint(b, 512)
-	b = binary.AppendUvarint(b, 2)
-	b = binary.LittleEndian.AppendUint64(b, 7)
-	b = binary.LittleEndian.AppendUint64(b, 8)
-	got, err := decodeManifest(b)
-	if err != nil || got.DocID != m.DocID || got.ContentHash != 42 || len(got.Keys) != 2 || got.Keys[1] != 8 || got.Title != "" {
-		t.Fatalf("got %+v, %v", got, err)
-	}
-	m.Title, m.Source, m.NTokens = "T", "enwiki", 99
-	if rt, err := decodeManifest(encodeManifest(m)); err != nil || rt.Title != "T" || rt.NTokens != 99 || rt.K != 512 {
-		t.Fatalf("round trip %+v, %v", rt, err)
-	}
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cockroachdb/pebble"
 
+	"github.com/reignpipe/reignpipe/stages/shardcache/internal/indexrec"
+	"github.com/reignpipe/reignpipe/stages/shardcache/internal/shardfile"
 	"github.com/reignpipe/reignpipe/stages/shardcache/internal/vecfile"
 )
 
@@ -40,10 +42,10 @@ func dropIndexOf(t *testing.T, dir string, rows []Row, seq uint64) {
 	}
 	b := db.NewBatch()
 	for _, r := range rows {
-		k := keyOf(r.Key)
+		k := indexrec.KeyOf(r.Key)
 		_ = b.Delete(k[:], nil)
 	}
-	sk := shardKeyOf(seq)
+	sk := indexrec.ShardKeyOf(seq)
 	_ = b.Delete(sk[:], nil)
 	if err := b.Commit(pebble.Sync); err != nil {
 		t.Fatal(err)
@@ -75,7 +77,7 @@ func TestCompanionServesHits(t *testing.T) {
 	rows := testRows(40, testDim, 5) // shards of 16, 16, 8
 	sd := writeStore(t, o, rows)
 	for seq, n := range map[uint64]int64{1: 16, 2: 16, 3: 8} {
-		st, err := os.Stat(filepath.Join(sd, vecName(seq)))
+		st, err := os.Stat(filepath.Join(sd, shardfile.VecName(seq)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +85,7 @@ func TestCompanionServesHits(t *testing.T) {
 			t.Errorf("companion %d: %d bytes, want %d", seq, st.Size(), vecfile.Size(n, testDim))
 		}
 	}
-	path := filepath.Join(sd, shardName(1))
+	path := filepath.Join(sd, shardfile.Name(1))
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -112,10 +114,10 @@ func TestCrashAroundCompanion(t *testing.T) {
 	}{
 		{"companion visible, index not", func(t *testing.T, sd string) {}},
 		{"companion torn", func(t *testing.T, sd string) {
-			if err := os.Rename(filepath.Join(sd, vecName(2)), filepath.Join(sd, vecName(2)+tmpSuffix)); err != nil {
+			if err := os.Rename(filepath.Join(sd, shardfile.VecName(2)), filepath.Join(sd, shardfile.VecName(2)+shardfile.TmpSuffix)); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.Truncate(filepath.Join(sd, vecName(2)+tmpSuffix), 100); err != nil {
+			if err := os.Truncate(filepath.Join(sd, shardfile.VecName(2)+shardfile.TmpSuffix), 100); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -131,10 +133,10 @@ func TestCrashAroundCompanion(t *testing.T) {
 			tc.edit(t, sd)
 			c := mustOpen(t, o)
 			defer c.Close()
-			if _, err := os.Stat(filepath.Join(sd, vecName(2)+tmpSuffix)); !os.IsNotExist(err) {
+			if _, err := os.Stat(filepath.Join(sd, shardfile.VecName(2)+shardfile.TmpSuffix)); !os.IsNotExist(err) {
 				t.Errorf("temp companion survived Open: %v", err)
 			}
-			if st, err := os.Stat(filepath.Join(sd, vecName(2))); err != nil || st.Size() != vecfile.Size(16, testDim) {
+			if st, err := os.Stat(filepath.Join(sd, shardfile.VecName(2))); err != nil || st.Size() != vecfile.Size(16, testDim) {
 				t.Errorf("companion 2 after Open: %v, %v", st, err)
 			}
 			checkGet(t, c, rows)
@@ -156,28 +158,28 @@ func TestCorruptCompanionDetected(t *testing.T) {
 		rebuilt int64
 	}{
 		{"embedding bit", func(t *testing.T, sd string) {
-			flipByte(t, filepath.Join(sd, vecName(1)), vecfile.HeaderSize+3*stride+vecfile.RowHeader+5)
+			flipByte(t, filepath.Join(sd, shardfile.VecName(1)), vecfile.HeaderSize+3*stride+vecfile.RowHeader+5)
 		}, []int{3}, 0},
 		{"key bit", func(t *testing.T, sd string) {
-			flipByte(t, filepath.Join(sd, vecName(2)), vecfile.HeaderSize+4*stride+1)
+			flipByte(t, filepath.Join(sd, shardfile.VecName(2)), vecfile.HeaderSize+4*stride+1)
 		}, []int{20}, 0},
 		{"row checksum", func(t *testing.T, sd string) {
-			flipByte(t, filepath.Join(sd, vecName(3)), vecfile.HeaderSize+7*stride+9)
+			flipByte(t, filepath.Join(sd, shardfile.VecName(3)), vecfile.HeaderSize+7*stride+9)
 		}, []int{39}, 0},
 		{"header", func(t *testing.T, sd string) {
-			flipByte(t, filepath.Join(sd, vecName(1)), 17)
+			flipByte(t, filepath.Join(sd, shardfile.VecName(1)), 17)
 		}, []int{0, 7, 15}, 0},
 		{"another shard's companion", func(t *testing.T, sd string) {
-			data, err := os.ReadFile(filepath.Join(sd, vecName(1)))
+			data, err := os.ReadFile(filepath.Join(sd, shardfile.VecName(1)))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(filepath.Join(sd, vecName(2)), data, 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(sd, shardfile.VecName(2)), data, 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}, []int{16, 31}, 0},
 		{"truncated", func(t *testing.T, sd string) {
-			if err := os.Truncate(filepath.Join(sd, vecName(2)), vecfile.Size(15, testDim)); err != nil {
+			if err := os.Truncate(filepath.Join(sd, shardfile.VecName(2)), vecfile.Size(15, testDim)); err != nil {
 				t.Fatal(err)
 			}
 		}, nil, 1},
@@ -227,11 +229,11 @@ func TestMissingCompanionRebuilt(t *testing.T) {
 	rows := testRows(40, testDim, 17)
 	sd := writeStore(t, o, rows)
 	for _, seq := range []uint64{1, 3} {
-		if err := os.Remove(filepath.Join(sd, vecName(seq))); err != nil {
+		if err := os.Remove(filepath.Join(sd, shardfile.VecName(seq))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	orphan := filepath.Join(sd, vecName(9))
+	orphan := filepath.Join(sd, shardfile.VecName(9))
 	if err := os.WriteFile(orphan, vecfile.EncodeHeader(9, testDim, 0), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -358,13 +360,13 @@ func TestDamagedRowHealsOnAdd(t *testing.T) {
 		row  int
 	}{
 		{"flipped embedding bit", func(t *testing.T, sd string) {
-			flipByte(t, filepath.Join(sd, vecName(1)), vecfile.HeaderSize+3*stride+vecfile.RowHeader+5)
+			flipByte(t, filepath.Join(sd, shardfile.VecName(1)), vecfile.HeaderSize+3*stride+vecfile.RowHeader+5)
 		}, 3},
 		{"unreadable shard", func(t *testing.T, sd string) {
-			if err := os.Remove(filepath.Join(sd, vecName(2))); err != nil {
+			if err := os.Remove(filepath.Join(sd, shardfile.VecName(2))); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(filepath.Join(sd, shardName(2)), []byte("not parquet"), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(sd, shardfile.Name(2)), []byte("not parquet"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}, 20},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/reignpipe/reignpipe/internal/parquetoracle"
 	"github.com/reignpipe/reignpipe/schemas"
+	"github.com/reignpipe/reignpipe/stages/shardcache/internal/shardfile"
 )
 
 // TestInteropPyArrowDuckDB writes a shard from Go and demands that pyarrow and DuckDB read back
@@ -30,7 +31,7 @@ func TestInteropPyArrowDuckDB(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	res := parquetoracle.Read(t, filepath.Join(dir, "shards", shardName(1)))
+	res := parquetoracle.Read(t, filepath.Join(dir, "shards", shardfile.Name(1)))
 	wantMeta := map[string]string{
 		schemas.MetaSchemaVersion: "1", schemas.MetaGNFingerprint: o.Fingerprint,
 		schemas.MetaK: strconv.Itoa(o.K), schemas.MetaS: strconv.Itoa(o.S), schemas.MetaDim: strconv.Itoa(testDim),

@@ -3,50 +3,53 @@ package shardcache
 import (
 	"errors"
 	"fmt"
-	"github.com/reignpipe/reignpipe/stages/shardcache/internal/hashindex"
 	"path/filepath"
 	"sort"
+
+	"github.com/reignpipe/reignpipe/stages/shardcache/internal/hashindex"
+	"github.com/reignpipe/reignpipe/stages/shardcache/internal/indexrec"
+	"github.com/reignpipe/reignpipe/stages/shardcache/internal/shardfile"
 )
 
 // memLookup finds key in rows not yet visible or, on the ReadParquet path, in decoded shards;
 // c.mu must be held.
 func (c *Cache) memLookup(key uint64) []float32 {
 	dim := c.opts.Dim
-	if i, ok := c.buf.pos[key]; ok {
-		return c.buf.emb[int(i)*dim : int(i+1)*dim]
+	if i, ok := c.buf.Pos[key]; ok {
+		return c.buf.Emb[int(i)*dim : int(i+1)*dim]
 	}
 	for _, p := range c.sealed {
-		if i, ok := p.pos[key]; ok {
-			return p.emb[int(i)*dim : int(i+1)*dim]
+		if i, ok := p.Pos[key]; ok {
+			return p.Emb[int(i)*dim : int(i+1)*dim]
 		}
 	}
 	for n, d := range c.lru {
-		if i, ok := d.pos[key]; ok {
+		if i, ok := d.Pos[key]; ok {
 			if n > 0 {
 				copy(c.lru[1:n+1], c.lru[:n])
 				c.lru[0] = d
 			}
-			return d.emb[int(i)*dim : int(i+1)*dim]
+			return d.Emb[int(i)*dim : int(i+1)*dim]
 		}
 	}
 	return nil
 }
 
 // lookup asks the key table where key lives. Entries naming a shard whose file is gone are misses.
-func (c *Cache) lookup(key uint64) (location, bool, error) {
+func (c *Cache) lookup(key uint64) (indexrec.Location, bool, error) {
 	shard, row, found, err := c.tab.Lookup(key)
 	if errors.Is(err, hashindex.ErrCorrupt) {
 		// A damaged table page: as for a damaged row, the caller embeds the window again and
 		// Add's insert resets the page. The table is derived; the next Open rebuilds it whole.
-		return location{}, false, fmt.Errorf("%w: key %016x: key table: %v", ErrCorrupt, key, err)
+		return indexrec.Location{}, false, fmt.Errorf("%w: key %016x: key table: %v", ErrCorrupt, key, err)
 	}
 	if err != nil {
-		return location{}, false, fmt.Errorf("shardcache: key %016x: %w", key, err)
+		return indexrec.Location{}, false, fmt.Errorf("shardcache: key %016x: %w", key, err)
 	}
 	if !found {
-		return location{}, false, nil
+		return indexrec.Location{}, false, nil
 	}
-	loc := location{Shard: shard, Row: row}
+	loc := indexrec.Location{Shard: shard, Row: row}
 	c.mu.Lock()
 	_, ok := c.shards[loc.Shard]
 	c.mu.Unlock()
@@ -114,7 +117,7 @@ func (c *Cache) noteCorrupt(key uint64, err error) {
 
 // readFlushed serves one row of a visible shard: from its companion, or by decoding the shard
 // on the ReadParquet path.
-func (c *Cache) readFlushed(key uint64, loc location, dst []float32) error {
+func (c *Cache) readFlushed(key uint64, loc indexrec.Location, dst []float32) error {
 	if err := c.brokenErr(loc.Shard); err != nil {
 		return err
 	}
@@ -130,11 +133,11 @@ func (c *Cache) readFlushed(key uint64, loc location, dst []float32) error {
 	if err != nil {
 		return err
 	}
-	if int(loc.Row) >= len(d.keys) || d.keys[loc.Row] != key {
+	if int(loc.Row) >= len(d.Keys) || d.Keys[loc.Row] != key {
 		return fmt.Errorf("shardcache: index says key %016x is at %v, the shard disagrees", key, loc)
 	}
 	dim := c.opts.Dim
-	copy(dst, d.emb[int(loc.Row)*dim:int(loc.Row+1)*dim])
+	copy(dst, d.Emb[int(loc.Row)*dim:int(loc.Row+1)*dim])
 	return nil
 }
 
@@ -216,7 +219,7 @@ func (c *Cache) GetMany(keys []uint64, dst [][]float32, hit []bool) (int, error)
 // want is a GetMany key (by position) and where the index says it lives.
 type want struct {
 	i   int
-	loc location
+	loc indexrec.Location
 }
 
 // readRun reads ws, all rows of one shard, for GetMany, holding its companion once.
@@ -251,25 +254,25 @@ func (c *Cache) readRun(keys []uint64, dst [][]float32, hit []bool, ws []want) e
 // load returns the decoded shard seq, decoding it into the LRU if needed. Two goroutines may
 // decode the same shard at once; the second result is dropped, which is cheaper than making
 // every reader wait on a per-shard lock.
-func (c *Cache) load(seq uint64) (*decoded, error) {
+func (c *Cache) load(seq uint64) (*shardfile.Decoded, error) {
 	c.mu.Lock()
 	for _, d := range c.lru {
-		if d.seq == seq {
+		if d.Seq == seq {
 			c.mu.Unlock()
 			return d, nil
 		}
 	}
 	c.mu.Unlock()
-	d, err := readShard(filepath.Join(c.shardD, shardName(seq)), c.sp, c.opts.Allocator)
+	d, err := shardfile.Read(filepath.Join(c.shardD, shardfile.Name(seq)), c.sp, c.opts.Allocator)
 	if err != nil {
 		return nil, err
 	}
-	d.seq = seq
+	d.Seq = seq
 	c.loads.Add(1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, o := range c.lru {
-		if o.seq == seq {
+		if o.Seq == seq {
 			return o, nil
 		}
 	}

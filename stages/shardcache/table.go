@@ -10,6 +10,8 @@ import (
 	"github.com/cockroachdb/pebble"
 
 	"github.com/reignpipe/reignpipe/stages/shardcache/internal/hashindex"
+	"github.com/reignpipe/reignpipe/stages/shardcache/internal/indexrec"
+	"github.com/reignpipe/reignpipe/stages/shardcache/internal/shardfile"
 )
 
 const tableName = "index.hash"
@@ -39,7 +41,7 @@ var replayBatch = 1 << 20
 // (crash-torn pages, a bad header, a truncated file) or predates the table (keys in Pebble).
 // An empty table has watermark 0, so recover then inserts every shard: the rebuild is the
 // ordinary crash-replay path run over the whole store.
-func (c *Cache) openTable(markers map[uint64]marker) error {
+func (c *Cache) openTable(markers map[uint64]indexrec.Marker) error {
 	path := filepath.Join(c.opts.Dir, tableName)
 	t, err := hashindex.Open(path)
 	if err == nil {
@@ -74,11 +76,11 @@ func (r *replayer) add(seq uint64) error {
 	if seq > 1<<32-1 {
 		return fmt.Errorf("shardcache: shard sequence %d does not fit the key table", seq)
 	}
-	d, err := readShardKeys(filepath.Join(r.c.shardD, shardName(seq)), r.c.sp, r.c.opts.Allocator)
+	d, err := shardfile.ReadKeys(filepath.Join(r.c.shardD, shardfile.Name(seq)), r.c.sp, r.c.opts.Allocator)
 	if err != nil {
 		return err
 	}
-	for i, k := range d.keys {
+	for i, k := range d.Keys {
 		r.pending = append(r.pending, hashindex.Entry{Key: k, Shard: uint32(seq), Row: uint32(i)})
 	}
 	if len(r.pending) >= replayBatch {
@@ -100,7 +102,7 @@ func (r *replayer) flush() error {
 // dropLegacyKeys removes the per-key Pebble entries of a cache written before the table, once
 // the table holds its keys durably: they are no longer read, and no longer kept current.
 func (c *Cache) dropLegacyKeys() error {
-	lo, hi := []byte{prefixKey}, []byte{prefixKey + 1}
+	lo, hi := []byte{indexrec.PrefixKey}, []byte{indexrec.PrefixKey + 1}
 	it, err := c.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return fmt.Errorf("shardcache: index: %w", err)

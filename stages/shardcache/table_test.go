@@ -12,6 +12,8 @@ import (
 	"github.com/cockroachdb/pebble"
 
 	"github.com/reignpipe/reignpipe/stages/shardcache/internal/hashindex"
+	"github.com/reignpipe/reignpipe/stages/shardcache/internal/indexrec"
+	"github.com/reignpipe/reignpipe/stages/shardcache/internal/shardfile"
 	"github.com/reignpipe/reignpipe/stages/shardcache/internal/vecfile"
 )
 
@@ -53,7 +55,7 @@ func dropMarker(t *testing.T, dir string, seq uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sk := shardKeyOf(seq)
+	sk := indexrec.ShardKeyOf(seq)
 	if err := db.Delete(sk[:], pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
@@ -197,8 +199,8 @@ func TestLegacyCacheGetsTable(t *testing.T) {
 	}
 	b := db.NewBatch()
 	for i, r := range rows { // what commitIndex used to write
-		k := keyOf(r.Key)
-		_ = b.Set(k[:], encodeLocation(nil, location{Shard: uint64(i/16 + 1), Row: int32(i % 16)}), nil)
+		k := indexrec.KeyOf(r.Key)
+		_ = b.Set(k[:], indexrec.EncodeLocation(nil, indexrec.Location{Shard: uint64(i/16 + 1), Row: int32(i % 16)}), nil)
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
 		t.Fatal(err)
@@ -222,7 +224,7 @@ func TestLegacyCacheGetsTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixKey}, UpperBound: []byte{prefixKey + 1}})
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{indexrec.PrefixKey}, UpperBound: []byte{indexrec.PrefixKey + 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +281,7 @@ func TestRebuildKeepsHealedRow(t *testing.T) {
 	o := testOpts(t, t.TempDir(), memory.NewGoAllocator())
 	rows := testRows(40, testDim, 47)
 	sd := writeStore(t, o, rows)
-	flipByte(t, filepath.Join(sd, vecName(1)), vecfile.HeaderSize+3*vecfile.Stride(testDim)+vecfile.RowHeader+5)
+	flipByte(t, filepath.Join(sd, shardfile.VecName(1)), vecfile.HeaderSize+3*vecfile.Stride(testDim)+vecfile.RowHeader+5)
 	c := mustOpen(t, o)
 	dst := make([]float32, testDim)
 	if _, err := c.Get(rows[3].Key, dst); !errors.Is(err, ErrCorrupt) {
@@ -309,7 +311,7 @@ func TestRebuildKeepsHealedRow(t *testing.T) {
 // or an entry left by a crash mid-repair could name a row of the new shard.
 func TestQuarantinedSeqNotReused(t *testing.T) {
 	o, _ := verifyStore(t)
-	flipByte(t, filepath.Join(o.Dir, "shards", vecName(3)), vecfile.HeaderSize+vecfile.RowHeader+1)
+	flipByte(t, filepath.Join(o.Dir, "shards", shardfile.VecName(3)), vecfile.HeaderSize+vecfile.RowHeader+1)
 	if rep := verify(t, o, true); !rep.Repaired {
 		t.Fatalf("repair: %+v", rep)
 	}
@@ -320,10 +322,10 @@ func TestQuarantinedSeqNotReused(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(o.Dir, "shards", shardName(3))); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(o.Dir, "shards", shardfile.Name(3))); !os.IsNotExist(err) {
 		t.Fatalf("a new shard took the quarantined sequence 3: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(o.Dir, "shards", shardName(4))); err != nil {
+	if _, err := os.Stat(filepath.Join(o.Dir, "shards", shardfile.Name(4))); err != nil {
 		t.Fatalf("new shard: %v", err)
 	}
 }

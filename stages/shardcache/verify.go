@@ -10,6 +10,8 @@ import (
 	"github.com/cockroachdb/pebble"
 
 	"github.com/reignpipe/reignpipe/stages/shardcache/internal/hashindex"
+	"github.com/reignpipe/reignpipe/stages/shardcache/internal/indexrec"
+	"github.com/reignpipe/reignpipe/stages/shardcache/internal/shardfile"
 )
 
 // ReadSpace returns the GN space (fingerprint, dim, K, S) a cache directory was built for, read
@@ -20,12 +22,12 @@ func ReadSpace(dir string) (fingerprint string, dim, k, s int, err error) {
 		return "", 0, 0, 0, fmt.Errorf("shardcache: open index of %s: %w", dir, err)
 	}
 	defer db.Close()
-	v, closer, err := db.Get([]byte(configKey))
+	v, closer, err := db.Get([]byte(indexrec.ConfigKey))
 	if err != nil {
 		return "", 0, 0, 0, fmt.Errorf("shardcache: %s has no space record: %w", dir, err)
 	}
 	defer closer.Close()
-	sp, err := decodeSpace(v)
+	sp, err := indexrec.DecodeSpace(v)
 	if err != nil {
 		return "", 0, 0, 0, fmt.Errorf("shardcache: %s: %w", dir, err)
 	}
@@ -175,16 +177,16 @@ func (c *Cache) Verify(repair bool) (VerifyReport, error) {
 
 // checkShard decodes shard seq and reads its companion row by row: both must hold the same
 // keys and bit-identical embeddings, as many rows as the marker says.
-func (c *Cache) checkShard(seq uint64, m marker) (int64, error) {
+func (c *Cache) checkShard(seq uint64, m indexrec.Marker) (int64, error) {
 	if err := c.brokenErr(seq); err != nil {
 		return 0, err
 	}
-	d, err := readShard(filepath.Join(c.shardD, shardName(seq)), c.sp, c.opts.Allocator)
+	d, err := shardfile.Read(filepath.Join(c.shardD, shardfile.Name(seq)), c.sp, c.opts.Allocator)
 	if err != nil {
 		return 0, err
 	}
-	if int64(len(d.keys)) != m.Rows {
-		return 0, fmt.Errorf("shard has %d rows, its index marker says %d", len(d.keys), m.Rows)
+	if int64(len(d.Keys)) != m.Rows {
+		return 0, fmt.Errorf("shard has %d rows, its index marker says %d", len(d.Keys), m.Rows)
 	}
 	f, err := c.vecs.Acquire(seq)
 	if err != nil {
@@ -193,15 +195,15 @@ func (c *Cache) checkShard(seq uint64, m marker) (int64, error) {
 	defer c.vecs.Release(f)
 	dim := c.opts.Dim
 	row := make([]float32, dim)
-	for i, k := range d.keys {
+	for i, k := range d.Keys {
 		if err := c.vecs.Read(f, int32(i), k, row); err != nil {
 			return int64(i), err
 		}
-		if !slices.Equal(row, d.emb[i*dim:(i+1)*dim]) {
+		if !slices.Equal(row, d.Emb[i*dim:(i+1)*dim]) {
 			return int64(i), fmt.Errorf("%w: shard %d row %d: the companion and the Parquet shard disagree", ErrCorrupt, seq, i)
 		}
 	}
-	return int64(len(d.keys)), nil
+	return int64(len(d.Keys)), nil
 }
 
 // repair quarantines damaged shards, then drops the table entries Verify collected, then the
@@ -218,14 +220,14 @@ func (c *Cache) repair(rep *VerifyReport, damaged map[uint64]*Damage, drop []uin
 	c.vecs.CloseAll()
 	b := c.db.NewBatch()
 	for seq := range damaged {
-		for _, name := range []string{shardName(seq), vecName(seq)} {
+		for _, name := range []string{shardfile.Name(seq), shardfile.VecName(seq)} {
 			src := filepath.Join(c.shardD, name)
 			if err := os.Rename(src, filepath.Join(qdir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return fmt.Errorf("shardcache: quarantine %s: %w", name, err)
 			}
 			rep.Quarantined = append(rep.Quarantined, filepath.Join(qdir, name))
 		}
-		sk := shardKeyOf(seq)
+		sk := indexrec.ShardKeyOf(seq)
 		_ = b.Delete(sk[:], nil)
 		c.mu.Lock()
 		delete(c.shards, seq)
@@ -250,4 +252,13 @@ func (c *Cache) repair(rep *VerifyReport, damaged map[uint64]*Damage, drop []uin
 	c.mu.Unlock()
 	rep.Repaired = true
 	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	return errors.Join(err, d.Close())
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/reignpipe/reignpipe/stages/shardcache/internal/shardfile"
 	"github.com/reignpipe/reignpipe/stages/shardcache/internal/vecfile"
 )
 
@@ -57,7 +58,7 @@ func TestVerifyCleanStore(t *testing.T) {
 func TestVerifyRepairsDamagedShard(t *testing.T) {
 	o, rows := verifyStore(t)
 	sd := filepath.Join(o.Dir, "shards")
-	flipByte(t, filepath.Join(sd, vecName(2)), vecfile.HeaderSize+5*vecfile.Stride(testDim)+vecfile.RowHeader+2)
+	flipByte(t, filepath.Join(sd, shardfile.VecName(2)), vecfile.HeaderSize+5*vecfile.Stride(testDim)+vecfile.RowHeader+2)
 	rep := verify(t, o, false)
 	if rep.OK() || len(rep.Damaged) != 1 || rep.Damaged[0].Shard != 2 || rep.Damaged[0].Rows != 16 || rep.Repaired {
 		t.Fatalf("damaged store: %+v", rep)
@@ -88,7 +89,7 @@ func TestVerifyRepairsDamagedShard(t *testing.T) {
 func TestVerifyDropsStaleEntries(t *testing.T) {
 	o, _ := verifyStore(t)
 	sd := filepath.Join(o.Dir, "shards")
-	for _, n := range []string{shardName(3), vecName(3)} {
+	for _, n := range []string{shardfile.Name(3), shardfile.VecName(3)} {
 		if err := os.Remove(filepath.Join(sd, n)); err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,9 @@
-package wikipedia
+// Package exportxml reads the XML of a MediaWiki export: a Scanner that hands out the <page>
+// and <siteinfo> elements of a dump (or of one multistream piece) with bounded memory, the
+// parser of one <page>, the XML entity decoding the export uses, and what the <siteinfo> head
+// declares (dbname, namespace names). It knows nothing of compression, streams or documents:
+// package wikipedia decompresses, cuts and converts around it.
+package exportxml
 
 import (
 	"bytes"
@@ -13,26 +18,27 @@ import (
 )
 
 // The export schema is regular: <siteinfo> and <page> elements sit directly under <mediawiki>,
-// and page text has every '<' escaped. So the scanner looks only for those two elements'
+// and page text has every '<' escaped. So the Scanner looks only for those two elements'
 // start tags and their literal end tags, and parses each element on its own. A malformed page
 // cannot hide the next one, and a multistream piece (which holds whole pages but no root
 // element) scans like a whole file. encoding/xml is several times slower for this.
 
+// The kinds of element Scanner.Next returns.
 const (
-	elemPage = iota + 1
-	elemSiteinfo
-	elemBadPage // a <page> cut short by the next <page> start tag
-	// elemLargePage is a <page> longer than the scanner's page bound, skipped without being
-	// held: the bytes returned are its first headBytes (enough for its title and id) and
+	ElemPage = iota + 1
+	ElemSiteinfo
+	ElemBadPage // a <page> cut short by the next <page> start tag
+	// ElemLargePage is a <page> longer than the Scanner's page bound, skipped without being
+	// held: the bytes returned are its first HeadBytes (enough for its title and id) and
 	// skippedBytes its length.
-	elemLargePage
+	ElemLargePage
 )
 
-// headBytes of a page too large to hold are kept to name it.
-const headBytes = 64 << 10
+// HeadBytes of a page too large to hold are kept to name it.
+const HeadBytes = 64 << 10
 
 // maxElement bounds one element's size: the largest real pages are a few MiB, and a missing
-// </page> must not make the scanner buffer the rest of a 100 GB dump.
+// </page> must not make the Scanner buffer the rest of a 100 GB dump.
 const maxElement = 256 << 20
 
 var (
@@ -41,29 +47,29 @@ var (
 	pageStart   = []byte("<page>")
 )
 
-// scanner yields <page> and <siteinfo> elements from UTF-8 XML.
-type scanner struct {
+// Scanner yields <page> and <siteinfo> elements from UTF-8 XML.
+type Scanner struct {
 	r          io.Reader
 	buf        []byte
 	start, end int // unread bytes are buf[start:end]
 	eof        bool
 	readErr    error
-	// maxPage bounds a <page> held whole; a longer one is skipped (elemLargePage).
+	// maxPage bounds a <page> held whole; a longer one is skipped (ElemLargePage).
 	maxPage      int
 	head         []byte
 	skippedBytes int64
 }
 
-// newScanner scans r; maxPage <= 0 holds pages up to maxElement.
-func newScanner(r io.Reader, maxPage int) *scanner {
+// NewScanner scans r; maxPage <= 0 holds pages up to maxElement.
+func NewScanner(r io.Reader, maxPage int) *Scanner {
 	if maxPage <= 0 || maxPage > maxElement {
 		maxPage = maxElement
 	}
-	return &scanner{r: r, buf: make([]byte, 1<<20), maxPage: maxPage}
+	return &Scanner{r: r, buf: make([]byte, 1<<20), maxPage: maxPage}
 }
 
 // fill reads more input, compacting or growing the buffer; it reports false at end of input.
-func (s *scanner) fill() bool {
+func (s *Scanner) fill() bool {
 	if s.eof {
 		return false
 	}
@@ -90,9 +96,9 @@ func (s *scanner) fill() bool {
 	}
 }
 
-// next returns the next element's kind and bytes (valid until the next call), io.EOF at the
+// Next returns the next element's kind and bytes (valid until the next call), io.EOF at the
 // end, or an error for input that cannot be read or resynchronised.
-func (s *scanner) next() (int, []byte, error) {
+func (s *Scanner) Next() (int, []byte, error) {
 	for {
 		i := bytes.IndexByte(s.buf[s.start:s.end], '<')
 		if i < 0 {
@@ -114,9 +120,9 @@ func (s *scanner) next() (int, []byte, error) {
 		var endTag []byte
 		switch {
 		case isStartTag(head, "page"):
-			kind, endTag = elemPage, pageEnd
+			kind, endTag = ElemPage, pageEnd
 		case isStartTag(head, "siteinfo"):
-			kind, endTag = elemSiteinfo, siteinfoEnd
+			kind, endTag = ElemSiteinfo, siteinfoEnd
 		default:
 			s.start = p + 1
 			continue
@@ -128,27 +134,27 @@ func (s *scanner) next() (int, []byte, error) {
 			if j >= 0 {
 				elemEnd := s.start + searched + j + len(endTag)
 				elem := s.buf[s.start:elemEnd]
-				if kind == elemPage {
+				if kind == ElemPage {
 					// A page start tag inside means the page lost its end: report what came
 					// before and resume at the inner page.
 					if k := bytes.Index(elem[1:], pageStart); k >= 0 {
 						elem = elem[:k+1]
 						s.start += k + 1
-						return elemBadPage, elem, nil
+						return ElemBadPage, elem, nil
 					}
 				}
-				if kind == elemPage && len(elem) > s.maxPage {
+				if kind == ElemPage && len(elem) > s.maxPage {
 					// Already read whole (it fit the buffer): refused all the same.
-					s.head = append(s.head[:0], elem[:min(headBytes, len(elem))]...)
+					s.head = append(s.head[:0], elem[:min(HeadBytes, len(elem))]...)
 					s.skippedBytes = int64(len(elem))
 					s.start = elemEnd
-					return elemLargePage, s.head, nil
+					return ElemLargePage, s.head, nil
 				}
 				s.start = elemEnd
 				return kind, elem, nil
 			}
 			searched = max(1, s.end-s.start-len(endTag))
-			if kind == elemPage && s.end-s.start > s.maxPage {
+			if kind == ElemPage && s.end-s.start > s.maxPage {
 				return s.skipPage()
 			}
 			if s.end-s.start > maxElement {
@@ -168,15 +174,15 @@ func (s *scanner) next() (int, []byte, error) {
 // keeping only its head and a few bytes to find a tag split across reads. It ends at the page's
 // end tag or at the next page's start tag (a page that lost its end), so memory stays at the
 // buffer's size whatever the page's length.
-func (s *scanner) skipPage() (int, []byte, error) {
+func (s *Scanner) skipPage() (int, []byte, error) {
 	// A short page that lost its end tag, with the next page already read, is a bad page,
 	// as the unbounded path reports it, not a large one.
 	if k := bytes.Index(s.buf[s.start+1:s.end], pageStart); k >= 0 && k+1 <= s.maxPage {
 		elem := s.buf[s.start : s.start+1+k]
 		s.start += 1 + k
-		return elemBadPage, elem, nil
+		return ElemBadPage, elem, nil
 	}
-	s.head = append(s.head[:0], s.buf[s.start:s.start+min(headBytes, s.end-s.start)]...)
+	s.head = append(s.head[:0], s.buf[s.start:s.start+min(HeadBytes, s.end-s.start)]...)
 	s.skippedBytes = 0
 	keep := len(pageStart) // a tag cut by the end of the buffer is found on the next pass
 	from := s.start + 1
@@ -204,18 +210,18 @@ func (s *scanner) skipPage() (int, []byte, error) {
 }
 
 // skipped ends a skip at stop, the head cut to the page's own bytes.
-func (s *scanner) skipped(stop int) (int, []byte, error) {
+func (s *Scanner) skipped(stop int) (int, []byte, error) {
 	s.skippedBytes += int64(stop - s.start)
 	s.start = stop
 	if int64(len(s.head)) > s.skippedBytes {
 		s.head = s.head[:s.skippedBytes]
 	}
-	return elemLargePage, s.head, nil
+	return ElemLargePage, s.head, nil
 }
 
-// pageHead finds the title and page id in the head of a page too large to parse whole (the
+// PageHead finds the title and page id in the head of a page too large to parse whole (the
 // page's own <id> comes before its revision's).
-func pageHead(b []byte) (title, id string) {
+func PageHead(b []byte) (title, id string) {
 	own := b
 	if r := bytes.Index(b, []byte("<revision")); r >= 0 {
 		own = b[:r]
@@ -236,10 +242,16 @@ func xmlField(b []byte, name string) string {
 	return string(b[i+len(open) : i+len(open)+j])
 }
 
-// pending returns the bytes read but not yet handed out.
-func (s *scanner) pending() []byte { return s.buf[s.start:s.end] }
+// Pending returns the bytes read but not yet handed out.
+func (s *Scanner) Pending() []byte { return s.buf[s.start:s.end] }
 
-func (s *scanner) endErr() error {
+// Skipped is the length of the last ElemLargePage: the bytes skipped without being held.
+func (s *Scanner) Skipped() int64 { return s.skippedBytes }
+
+// MaxPage is the bound on a <page> held whole.
+func (s *Scanner) MaxPage() int { return s.maxPage }
+
+func (s *Scanner) endErr() error {
 	if s.readErr != nil {
 		return s.readErr
 	}
@@ -254,16 +266,16 @@ func isStartTag(b []byte, name string) bool {
 	return c == '>' || c == ' ' || c == '\t' || c == '\n' || c == '\r'
 }
 
-// page holds the fields of a <page> as found; empty strings are absent fields.
-type page struct {
-	title, ns, id, revID, timestamp, text string
-	redirect, hasRevision, hasText        bool
+// Page holds the fields of a <page> as found; empty strings are absent fields.
+type Page struct {
+	Title, NS, ID, RevID, Timestamp, Text string
+	Redirect, HasRevision, HasText        bool
 }
 
-// parsePage reads one <page> element. It tracks the element path so that <id> of <page>, of
+// ParsePage reads one <page> element. It tracks the element path so that <id> of <page>, of
 // <revision> and of <contributor> are told apart.
-func parsePage(b []byte) (page, error) {
-	var p page
+func ParsePage(b []byte) (Page, error) {
+	var p Page
 	var stack []string
 	var contentStart int
 	for pos := 0; pos < len(b); {
@@ -336,41 +348,41 @@ func pathIs(stack []string, path ...string) bool {
 	return true
 }
 
-func (p *page) start(stack []string, attrs []byte) {
+func (p *Page) start(stack []string, attrs []byte) {
 	switch {
 	case pathIs(stack, "page", "redirect"):
-		p.redirect = true
+		p.Redirect = true
 	case pathIs(stack, "page", "revision"):
-		p.hasRevision = true
+		p.HasRevision = true
 	case pathIs(stack, "page", "revision", "text"):
-		// <text deleted="deleted"/> has no content; hasText stays false for it.
-		p.hasText = !bytes.Contains(attrs, []byte("deleted="))
+		// <text deleted="deleted"/> has no content; HasText stays false for it.
+		p.HasText = !bytes.Contains(attrs, []byte("deleted="))
 	}
 }
 
 // set stores the content of the element that just closed. Leaf elements of the schema hold
 // no markup, so raw is their whole escaped text.
-func (p *page) set(stack []string, raw []byte) error {
+func (p *Page) set(stack []string, raw []byte) error {
 	var dst *string
 	switch {
 	case pathIs(stack, "page", "title"):
-		p.title = strings.TrimSpace(unescapeRaw(raw)) // the text policy is applied, and counted, by convert
+		p.Title = strings.TrimSpace(unescapeRaw(raw)) // the text policy is applied, and counted, by convert
 		return nil
 	case pathIs(stack, "page", "ns"):
-		dst = &p.ns
+		dst = &p.NS
 	case pathIs(stack, "page", "id"):
-		dst = &p.id
+		dst = &p.ID
 	case pathIs(stack, "page", "revision", "id"):
-		dst = &p.revID
+		dst = &p.RevID
 	case pathIs(stack, "page", "revision", "timestamp"):
-		dst = &p.timestamp
+		dst = &p.Timestamp
 	case pathIs(stack, "page", "revision", "text"):
-		p.text = unescapeRaw(raw)
+		p.Text = unescapeRaw(raw)
 		return nil
 	default:
 		return nil
 	}
-	*dst = strings.TrimSpace(unescape(raw))
+	*dst = strings.TrimSpace(Unescape(raw))
 	return nil
 }
 
@@ -412,9 +424,9 @@ func parseTag(b []byte) (name string, attrs []byte, closing, self bool, n int, e
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
-// unescape is unescapeRaw with the text policy applied (uncounted), for fields other than the
+// Unescape is unescapeRaw with the text policy applied (uncounted), for fields other than the
 // title and text.
-func unescape(b []byte) string { return textpolicy.Clean(unescapeRaw(b), nil) }
+func Unescape(b []byte) string { return textpolicy.Clean(unescapeRaw(b), nil) }
 
 // unescapeRaw decodes the XML entities the export uses (&lt; &gt; &amp; &quot; &apos; and
 // numeric references) and CDATA sections. Unknown entities are kept as written. Invalid UTF-8
@@ -491,8 +503,8 @@ func entity(name []byte) (rune, bool) {
 	return rune(v), true
 }
 
-// dbname extracts <dbname> from a <siteinfo> element.
-func dbname(b []byte) string {
+// DBName extracts <dbname> from a <siteinfo> element.
+func DBName(b []byte) string {
 	i := bytes.Index(b, []byte("<dbname>"))
 	if i < 0 {
 		return ""
@@ -502,5 +514,5 @@ func dbname(b []byte) string {
 	if j < 0 {
 		return ""
 	}
-	return strings.TrimSpace(unescape(rest[:j]))
+	return strings.TrimSpace(Unescape(rest[:j]))
 }

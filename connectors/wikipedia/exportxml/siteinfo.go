@@ -1,4 +1,4 @@
-package wikipedia
+package exportxml
 
 import (
 	"bytes"
@@ -14,11 +14,11 @@ import (
 // first element of every export, a few KiB long.
 const maxSiteinfo = 4 << 20
 
-// readSiteinfo returns the <siteinfo> element at the head of a decompressed dump, or nil when
+// ReadSiteinfo returns the <siteinfo> element at the head of a decompressed dump, or nil when
 // the dump has none (a <page> comes first, or the head holds neither), and the first bytes of
 // the text, for errors about what the file is instead. Read errors end the search quietly:
 // the workers meet them again and report them with their position.
-func readSiteinfo(r io.Reader) (si, head []byte) {
+func ReadSiteinfo(r io.Reader) (si, head []byte) {
 	var buf []byte
 	chunk := make([]byte, 64<<10)
 	for len(buf) < maxSiteinfo {
@@ -41,9 +41,9 @@ func readSiteinfo(r io.Reader) (si, head []byte) {
 	return nil, head
 }
 
-// rootElement names the first element in head ("us-patent-grant", "html"), skipping the XML
+// RootElement names the first element in head ("us-patent-grant", "html"), skipping the XML
 // declaration, comments and a DOCTYPE; "" when head holds none.
-func rootElement(head []byte) string {
+func RootElement(head []byte) string {
 	for {
 		i := bytes.IndexByte(head, '<')
 		if i < 0 || i+1 >= len(head) {
@@ -68,11 +68,11 @@ func isLetterOrDigit(c byte) bool {
 	return c|0x20 >= 'a' && c|0x20 <= 'z' || c >= '0' && c <= '9'
 }
 
-// parseNamespaces builds the namespace table of a <siteinfo> element: the canonical and
+// ParseNamespaces builds the namespace table of a <siteinfo> element: the canonical and
 // common names plus every <namespace key="N">Name</namespace> it declares (and
 // <namespacealias key="N">, which some exports add). It returns the table, the number of
 // names declared, and the first malformed declaration, if any; the table holds the rest.
-func parseNamespaces(b []byte) (*wikitext.Namespaces, int, error) {
+func ParseNamespaces(b []byte) (*wikitext.Namespaces, int, error) {
 	ns := wikitext.DefaultNamespaces()
 	declared := 0
 	var firstErr error
@@ -113,7 +113,7 @@ func parseNamespaces(b []byte) (*wikitext.Namespaces, int, error) {
 			note(fmt.Errorf("siteinfo byte %d: <%s key=%d> holds markup", lt, name, key))
 			continue
 		}
-		if text := unescape(content); wikitext.NormalizeNamespace(text) != "" {
+		if text := Unescape(content); wikitext.NormalizeNamespace(text) != "" {
 			ns.Add(key, text)
 			declared++
 		}

@@ -1,11 +1,15 @@
-package shardcache
+// Package shardfile is the shard file of a shardcache: a Parquet file of schemas.ChunkSchema
+// rows carrying its GN space in the key-value metadata, named shard-<seq>.parquet beside its
+// companion shard-<seq>.vec. It builds a shard from buffered rows, writes it atomically, and
+// decodes it back (whole, or only its keys) refusing a shard of another space. What the cache
+// does with shards -- indexing, companions, recovery -- stays in shardcache.
+package shardfile
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 
@@ -22,21 +26,27 @@ import (
 )
 
 const (
-	shardPrefix = "shard-"
-	shardSuffix = ".parquet"
-	tmpSuffix   = ".tmp"
-	vecSuffix   = ".vec"
+	prefix    = "shard-"
+	suffix    = ".parquet"
+	vecSuffix = ".vec"
+	// TmpSuffix marks a file being written; a crash can leave one, never a partial shard.
+	TmpSuffix = ".tmp"
 )
 
-func vecName(seq uint64) string { return fmt.Sprintf("%s%08d%s", shardPrefix, seq, vecSuffix) }
+// ErrSpaceMismatch: a shard, or the cache directory, belongs to another GN space.
+var ErrSpaceMismatch = errors.New("shardcache: cache directory belongs to another GN space")
 
-// space is what makes two caches' embeddings comparable; every shard carries it.
-type space struct {
+// VecName is the file name of shard seq's companion.
+func VecName(seq uint64) string { return fmt.Sprintf("%s%08d%s", prefix, seq, vecSuffix) }
+
+// Space is what makes two caches' embeddings comparable; every shard carries it.
+type Space struct {
 	Fingerprint string
 	Dim, K, S   int
 }
 
-func (s space) meta() map[string]string {
+// Meta is the space as shard key-value metadata (the dimension goes with the schema).
+func (s Space) Meta() map[string]string {
 	return map[string]string{
 		schemas.MetaGNFingerprint: s.Fingerprint,
 		schemas.MetaK:             strconv.Itoa(s.K),
@@ -44,18 +54,19 @@ func (s space) meta() map[string]string {
 	}
 }
 
-func (s space) String() string {
+func (s Space) String() string {
 	return fmt.Sprintf("fingerprint=%q dim=%d K=%d S=%d", s.Fingerprint, s.Dim, s.K, s.S)
 }
 
-func shardName(seq uint64) string { return fmt.Sprintf("%s%08d%s", shardPrefix, seq, shardSuffix) }
+// Name is the file name of shard seq.
+func Name(seq uint64) string { return fmt.Sprintf("%s%08d%s", prefix, seq, suffix) }
 
-// parseShardName accepts only names this package writes, so stray files are never indexed.
-func parseShardName(name string) (uint64, bool) {
-	if !strings.HasPrefix(name, shardPrefix) || !strings.HasSuffix(name, shardSuffix) {
+// ParseName accepts only names this package writes, so stray files are never indexed.
+func ParseName(name string) (uint64, bool) {
+	if !strings.HasPrefix(name, prefix) || !strings.HasSuffix(name, suffix) {
 		return 0, false
 	}
-	digits := strings.TrimSuffix(strings.TrimPrefix(name, shardPrefix), shardSuffix)
+	digits := strings.TrimSuffix(strings.TrimPrefix(name, prefix), suffix)
 	if len(digits) < 8 {
 		return 0, false
 	}
@@ -68,60 +79,63 @@ func parseShardName(name string) (uint64, bool) {
 	return seq, err == nil
 }
 
-// parseVecName is parseShardName for companion files.
-func parseVecName(name string) (uint64, bool) {
+// ParseVecName is ParseName for companion files.
+func ParseVecName(name string) (uint64, bool) {
 	if !strings.HasSuffix(name, vecSuffix) {
 		return 0, false
 	}
-	return parseShardName(strings.TrimSuffix(name, vecSuffix) + shardSuffix)
+	return ParseName(strings.TrimSuffix(name, vecSuffix) + suffix)
 }
 
-// pending is a batch of rows not yet in a visible shard. Embeddings are stored contiguously so
-// a shard cut hands one slice to the Arrow builder.
-type pending struct {
-	seq  uint64
-	keys []uint64
-	docs []string
-	idx  []int32
-	ntok []int32
-	emb  []float32
-	pos  map[uint64]int32
+// Rows is a batch of rows not yet in a visible shard: the cache's write buffer, and what a
+// shard is built from. Embeddings are stored contiguously so a shard cut hands one slice to the
+// Arrow builder; Pos finds a key's row.
+type Rows struct {
+	Seq  uint64
+	Keys []uint64
+	Docs []string
+	Idx  []int32
+	NTok []int32
+	Emb  []float32
+	Pos  map[uint64]int32
 }
 
-func newPending(capRows, dim int) *pending {
-	return &pending{
-		keys: make([]uint64, 0, capRows),
-		docs: make([]string, 0, capRows),
-		idx:  make([]int32, 0, capRows),
-		ntok: make([]int32, 0, capRows),
-		emb:  make([]float32, 0, capRows*dim),
-		pos:  make(map[uint64]int32, capRows),
+// NewRows makes an empty batch with room for capRows rows of dimension dim.
+func NewRows(capRows, dim int) *Rows {
+	return &Rows{
+		Keys: make([]uint64, 0, capRows),
+		Docs: make([]string, 0, capRows),
+		Idx:  make([]int32, 0, capRows),
+		NTok: make([]int32, 0, capRows),
+		Emb:  make([]float32, 0, capRows*dim),
+		Pos:  make(map[uint64]int32, capRows),
 	}
 }
 
-func (p *pending) add(r Row) {
-	p.pos[r.Key] = int32(len(p.keys))
-	p.keys = append(p.keys, r.Key)
-	p.docs = append(p.docs, r.DocID)
-	p.idx = append(p.idx, r.ChunkIndex)
-	p.ntok = append(p.ntok, r.NTokens)
-	p.emb = append(p.emb, r.Embedding...)
+// Add appends one row.
+func (p *Rows) Add(key uint64, docID string, chunkIndex, nTokens int32, embedding []float32) {
+	p.Pos[key] = int32(len(p.Keys))
+	p.Keys = append(p.Keys, key)
+	p.Docs = append(p.Docs, docID)
+	p.Idx = append(p.Idx, chunkIndex)
+	p.NTok = append(p.NTok, nTokens)
+	p.Emb = append(p.Emb, embedding...)
 }
 
-// record builds the Arrow record of p; the caller releases it.
-func (p *pending) record(mem memory.Allocator, sc *arrow.Schema, dim int) arrow.RecordBatch {
+// Record builds the Arrow record of p; the caller releases it.
+func (p *Rows) Record(mem memory.Allocator, sc *arrow.Schema, dim int) arrow.RecordBatch {
 	b := array.NewRecordBuilder(mem, sc)
 	defer b.Release()
-	b.Field(0).(*array.Uint64Builder).AppendValues(p.keys, nil)
-	b.Field(1).(*array.StringBuilder).AppendValues(p.docs, nil)
-	b.Field(2).(*array.Int32Builder).AppendValues(p.idx, nil)
-	b.Field(3).(*array.Int32Builder).AppendValues(p.ntok, nil)
+	b.Field(0).(*array.Uint64Builder).AppendValues(p.Keys, nil)
+	b.Field(1).(*array.StringBuilder).AppendValues(p.Docs, nil)
+	b.Field(2).(*array.Int32Builder).AppendValues(p.Idx, nil)
+	b.Field(3).(*array.Int32Builder).AppendValues(p.NTok, nil)
 	lb := b.Field(4).(*array.FixedSizeListBuilder)
-	lb.Reserve(len(p.keys))
-	for range p.keys {
+	lb.Reserve(len(p.Keys))
+	for range p.Keys {
 		lb.Append(true)
 	}
-	lb.ValueBuilder().(*array.Float32Builder).AppendValues(p.emb[:len(p.keys)*dim], nil)
+	lb.ValueBuilder().(*array.Float32Builder).AppendValues(p.Emb[:len(p.Keys)*dim], nil)
 	return b.NewRecordBatch()
 }
 
@@ -138,11 +152,11 @@ func writerProps(mem memory.Allocator, vectorCol string) *parquet.WriterProperti
 	)
 }
 
-// WriteParquetAtomic writes the records to path via a temp file: write, fsync, rename, fsync
+// WriteAtomic writes the records to path via a temp file: write, fsync, rename, fsync
 // dir. A crash leaves either nothing or a *.tmp that Open removes, never a partial shard.
 // Returns the final file size.
-func writeParquetAtomic(path string, sc *arrow.Schema, mem memory.Allocator, rec arrow.RecordBatch) (int64, error) {
-	return atomicfile.WriteAt(path, path+tmpSuffix, func(w io.Writer) error {
+func WriteAtomic(path string, sc *arrow.Schema, mem memory.Allocator, rec arrow.RecordBatch) (int64, error) {
+	return atomicfile.WriteAt(path, path+TmpSuffix, func(w io.Writer) error {
 		fw, err := pqarrow.NewFileWriter(sc, w, writerProps(mem, schemas.ColEmbedding),
 			pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(mem)))
 		if err != nil {
@@ -156,38 +170,29 @@ func writeParquetAtomic(path string, sc *arrow.Schema, mem memory.Allocator, rec
 	})
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	return errors.Join(err, d.Close())
-}
-
-// decoded is the part of a shard that serves hits: keys and embeddings copied out of Arrow
+// Decoded is the part of a shard that serves hits: keys and embeddings copied out of Arrow
 // into Go memory so nothing needs releasing when it leaves the LRU.
-type decoded struct {
-	seq  uint64
-	keys []uint64
-	emb  []float32
-	pos  map[uint64]int32
+type Decoded struct {
+	Seq  uint64
+	Keys []uint64
+	Emb  []float32
+	Pos  map[uint64]int32
 }
 
-// readShard decodes path and checks that it belongs to space sp. Corrupt or foreign files
+// Read decodes path and checks that it belongs to space sp. Corrupt or foreign files
 // return an error; the recover turns a panic inside the Parquet decoder on malformed bytes
 // into an error too, since shard files are input we did not necessarily write.
-func readShard(path string, sp space, mem memory.Allocator) (*decoded, error) {
-	return decodeShard(path, sp, mem, false)
+func Read(path string, sp Space, mem memory.Allocator) (*Decoded, error) {
+	return decode(path, sp, mem, false)
 }
 
-// readShardKeys decodes only the key column of path: what rebuilding the hash index needs,
-// about 1/50 of the bytes of a whole shard. d.emb and d.pos stay empty.
-func readShardKeys(path string, sp space, mem memory.Allocator) (*decoded, error) {
-	return decodeShard(path, sp, mem, true)
+// ReadKeys decodes only the key column of path: what rebuilding the hash index needs,
+// about 1/50 of the bytes of a whole shard. d.Emb and d.Pos stay empty.
+func ReadKeys(path string, sp Space, mem memory.Allocator) (*Decoded, error) {
+	return decode(path, sp, mem, true)
 }
 
-func decodeShard(path string, sp space, mem memory.Allocator, keysOnly bool) (d *decoded, err error) {
+func decode(path string, sp Space, mem memory.Allocator, keysOnly bool) (d *Decoded, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			d, err = nil, fmt.Errorf("shard %s: corrupt: %v", path, r)
@@ -238,26 +243,26 @@ func decodeShard(path string, sp space, mem memory.Allocator, keysOnly bool) (d 
 	defer tbl.Release()
 	n := int(tbl.NumRows())
 	if keysOnly {
-		d = &decoded{keys: make([]uint64, 0, n)}
+		d = &Decoded{Keys: make([]uint64, 0, n)}
 		for _, c := range tbl.Column(0).Data().Chunks() {
 			a, ok := c.(*array.Uint64)
 			if !ok || a.NullN() != 0 {
 				return nil, fmt.Errorf("shard %s: key column corrupt", path)
 			}
-			d.keys = append(d.keys, a.Uint64Values()...)
+			d.Keys = append(d.Keys, a.Uint64Values()...)
 		}
-		if len(d.keys) != n {
-			return nil, fmt.Errorf("shard %s: %d keys for %d rows", path, len(d.keys), n)
+		if len(d.Keys) != n {
+			return nil, fmt.Errorf("shard %s: %d keys for %d rows", path, len(d.Keys), n)
 		}
 		return d, nil
 	}
-	d = &decoded{keys: make([]uint64, 0, n), emb: make([]float32, 0, n*sp.Dim), pos: make(map[uint64]int32, n)}
+	d = &Decoded{Keys: make([]uint64, 0, n), Emb: make([]float32, 0, n*sp.Dim), Pos: make(map[uint64]int32, n)}
 	for _, c := range tbl.Column(0).Data().Chunks() {
 		a, ok := c.(*array.Uint64)
 		if !ok || a.NullN() != 0 {
 			return nil, fmt.Errorf("shard %s: key column corrupt", path)
 		}
-		d.keys = append(d.keys, a.Uint64Values()...)
+		d.Keys = append(d.Keys, a.Uint64Values()...)
 	}
 	for _, c := range tbl.Column(1).Data().Chunks() {
 		for i := 0; i < c.Len(); i++ {
@@ -265,21 +270,21 @@ func decodeShard(path string, sp space, mem memory.Allocator, keysOnly bool) (d 
 			if err != nil {
 				return nil, fmt.Errorf("shard %s: embedding %w", path, err)
 			}
-			d.emb = append(d.emb, row...)
+			d.Emb = append(d.Emb, row...)
 		}
 	}
-	if len(d.keys) != n || len(d.emb) != n*sp.Dim {
-		return nil, fmt.Errorf("shard %s: %d keys and %d floats for %d rows of dim %d", path, len(d.keys), len(d.emb), n, sp.Dim)
+	if len(d.Keys) != n || len(d.Emb) != n*sp.Dim {
+		return nil, fmt.Errorf("shard %s: %d keys and %d floats for %d rows of dim %d", path, len(d.Keys), len(d.Emb), n, sp.Dim)
 	}
-	for i, k := range d.keys {
-		d.pos[k] = int32(i)
+	for i, k := range d.Keys {
+		d.Pos[k] = int32(i)
 	}
 	return d, nil
 }
 
 // checkSpace refuses a shard from another GN space: mixing spaces silently corrupts every
 // vector that averages over them.
-func checkSpace(path string, kv interface{ FindValue(string) *string }, sp space) error {
+func checkSpace(path string, kv interface{ FindValue(string) *string }, sp Space) error {
 	get := func(k string) string {
 		if v := kv.FindValue(k); v != nil {
 			return *v
@@ -293,7 +298,7 @@ func checkSpace(path string, kv interface{ FindValue(string) *string }, sp space
 		schemas.MetaK:             get(schemas.MetaK),
 		schemas.MetaS:             get(schemas.MetaS),
 	}
-	want := sp.meta()
+	want := sp.Meta()
 	want[schemas.MetaSchemaVersion] = schemas.ArrowSchemaVersion
 	want[schemas.MetaDim] = strconv.Itoa(sp.Dim)
 	for _, k := range []string{schemas.MetaSchemaVersion, schemas.MetaGNFingerprint, schemas.MetaDim, schemas.MetaK, schemas.MetaS} {

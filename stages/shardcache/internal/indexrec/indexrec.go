@@ -1,103 +1,130 @@
-package shardcache
+// Package indexrec is the record layout of a shardcache's Pebble index: its key space (one
+// prefix byte per record kind) and the encodings of the values -- the cache's GN space, the
+// per-shard "indexed" markers, document manifests, and the per-key locations of caches from
+// before the key table. Each decoder refuses what its encoder could not have written.
+package indexrec
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/reignpipe/reignpipe/stages/shardcache/internal/shardfile"
 )
+
+// Manifest lists the ordered window keys of one document version, enough to re-aggregate its
+// vector from the cache without re-tokenizing (shardcache.Manifest).
+type Manifest struct {
+	DocID, Version string
+	ContentHash    uint64
+	Fingerprint    string
+	K, S           int
+	Keys           []uint64
+	// Title, Source and NTokens (content tokens) let a re-aggregation publish complete rows.
+	Title, Source string
+	NTokens       int
+}
 
 // Pebble key space. One-byte prefixes keep the three record kinds in disjoint ranges so
 // ScanManifests and the marker scan on Open iterate only their own kind.
 const (
-	prefixKey      = 'k' // 'k' + key (8 bytes BE) -> location; caches from before index.hash
-	prefixShard    = 's' // 's' + seq (8 bytes BE) -> shard marker
-	prefixManifest = 'm' // 'm' + doc id -> manifest
-	configKey      = "c" // -> space of the cache
+	PrefixKey      = 'k' // 'k' + key (8 bytes BE) -> Location; caches from before index.hash
+	PrefixShard    = 's' // 's' + seq (8 bytes BE) -> shard Marker
+	PrefixManifest = 'm' // 'm' + doc id -> manifest
+	ConfigKey      = "c" // -> space of the cache
 )
 
 const valueVersion = 1
 
 var errCorruptValue = errors.New("shardcache: corrupt index value")
 
-func keyOf(key uint64) [9]byte {
+// KeyOf is the Pebble key of a window key's location (caches from before the key table).
+func KeyOf(key uint64) [9]byte {
 	var b [9]byte
-	b[0] = prefixKey
+	b[0] = PrefixKey
 	binary.BigEndian.PutUint64(b[1:], key)
 	return b
 }
 
-func shardKeyOf(seq uint64) [9]byte {
+// ShardKeyOf is the Pebble key of shard seq's marker.
+func ShardKeyOf(seq uint64) [9]byte {
 	var b [9]byte
-	b[0] = prefixShard
+	b[0] = PrefixShard
 	binary.BigEndian.PutUint64(b[1:], seq)
 	return b
 }
 
-func manifestKeyOf(docID string) []byte {
-	return append([]byte{prefixManifest}, docID...)
+// ManifestKeyOf is the Pebble key of docID's manifest.
+func ManifestKeyOf(docID string) []byte {
+	return append([]byte{PrefixManifest}, docID...)
 }
 
-// location is where a cached row lives. encodeLocation and decodeLocation are the value of the
+// Location is where a cached row lives. EncodeLocation and DecodeLocation are the value of the
 // per-key Pebble entries of caches from before index.hash; Open now only deletes those, and
 // tests write them to build such a cache.
-type location struct {
+type Location struct {
 	Shard uint64
 	Row   int32
 }
 
-func encodeLocation(dst []byte, l location) []byte {
+// EncodeLocation appends l's value to dst.
+func EncodeLocation(dst []byte, l Location) []byte {
 	dst = append(dst, valueVersion)
 	dst = binary.AppendUvarint(dst, l.Shard)
 	return binary.AppendUvarint(dst, uint64(l.Row))
 }
 
-func decodeLocation(b []byte) (location, error) {
+// DecodeLocation decodes an EncodeLocation value.
+func DecodeLocation(b []byte) (Location, error) {
 	if len(b) == 0 || b[0] != valueVersion {
-		return location{}, errCorruptValue
+		return Location{}, errCorruptValue
 	}
 	b = b[1:]
 	shard, n := binary.Uvarint(b)
 	if n <= 0 {
-		return location{}, errCorruptValue
+		return Location{}, errCorruptValue
 	}
 	b = b[n:]
 	row, n := binary.Uvarint(b)
 	if n <= 0 || n != len(b) || row > math.MaxInt32 {
-		return location{}, errCorruptValue
+		return Location{}, errCorruptValue
 	}
-	return location{Shard: shard, Row: int32(row)}, nil
+	return Location{Shard: shard, Row: int32(row)}, nil
 }
 
-// marker records that a shard's keys are all in the index, with the counts Stats reports.
-type marker struct {
+// Marker records that a shard's keys are all in the index, with the counts Stats reports.
+type Marker struct {
 	Rows, Bytes int64
 }
 
-func encodeMarker(m marker) []byte {
+// EncodeMarker is m's value.
+func EncodeMarker(m Marker) []byte {
 	b := []byte{valueVersion}
 	b = binary.AppendUvarint(b, uint64(m.Rows))
 	return binary.AppendUvarint(b, uint64(m.Bytes))
 }
 
-func decodeMarker(b []byte) (marker, error) {
+// DecodeMarker decodes an EncodeMarker value.
+func DecodeMarker(b []byte) (Marker, error) {
 	if len(b) == 0 || b[0] != valueVersion {
-		return marker{}, errCorruptValue
+		return Marker{}, errCorruptValue
 	}
 	b = b[1:]
 	rows, n := binary.Uvarint(b)
 	if n <= 0 || rows > math.MaxInt64 {
-		return marker{}, errCorruptValue
+		return Marker{}, errCorruptValue
 	}
 	b = b[n:]
 	bytes, n := binary.Uvarint(b)
 	if n <= 0 || n != len(b) || bytes > math.MaxInt64 {
-		return marker{}, errCorruptValue
+		return Marker{}, errCorruptValue
 	}
-	return marker{Rows: int64(rows), Bytes: int64(bytes)}, nil
+	return Marker{Rows: int64(rows), Bytes: int64(bytes)}, nil
 }
 
-func encodeSpace(sp space) []byte {
+// EncodeSpace is the value of ConfigKey: the space the cache was created for.
+func EncodeSpace(sp shardfile.Space) []byte {
 	b := []byte{valueVersion}
 	b = appendString(b, sp.Fingerprint)
 	b = binary.AppendUvarint(b, uint64(sp.Dim))
@@ -105,14 +132,15 @@ func encodeSpace(sp space) []byte {
 	return binary.AppendUvarint(b, uint64(sp.S))
 }
 
-func decodeSpace(b []byte) (space, error) {
+// DecodeSpace decodes an EncodeSpace value.
+func DecodeSpace(b []byte) (shardfile.Space, error) {
 	r := reader{b: b}
 	if r.byte() != valueVersion {
-		return space{}, errCorruptValue
+		return shardfile.Space{}, errCorruptValue
 	}
-	sp := space{Fingerprint: r.string(), Dim: r.int(), K: r.int(), S: r.int()}
+	sp := shardfile.Space{Fingerprint: r.string(), Dim: r.int(), K: r.int(), S: r.int()}
 	if r.err != nil || len(r.b) != 0 {
-		return space{}, errCorruptValue
+		return shardfile.Space{}, errCorruptValue
 	}
 	return sp, nil
 }
@@ -123,7 +151,8 @@ func decodeSpace(b []byte) (space, error) {
 // vectors keep the metadata of the run that cut the windows. Version-1 values still decode.
 const manifestVersion2 = 2
 
-func encodeManifest(m Manifest) []byte {
+// EncodeManifest is m's value (the current version).
+func EncodeManifest(m Manifest) []byte {
 	b := make([]byte, 0, 40+len(m.DocID)+len(m.Version)+len(m.Fingerprint)+len(m.Title)+len(m.Source)+8*len(m.Keys))
 	b = append(b, manifestVersion2)
 	b = appendString(b, m.DocID)
@@ -142,7 +171,8 @@ func encodeManifest(m Manifest) []byte {
 	return b
 }
 
-func decodeManifest(b []byte) (Manifest, error) {
+// DecodeManifest decodes a manifest value of either version.
+func DecodeManifest(b []byte) (Manifest, error) {
 	r := reader{b: b}
 	v := r.byte()
 	if v != valueVersion && v != manifestVersion2 {
@@ -232,4 +262,4 @@ func (r *reader) u64() uint64 {
 	return v
 }
 
-func (l location) String() string { return fmt.Sprintf("shard %d row %d", l.Shard, l.Row) }
+func (l Location) String() string { return fmt.Sprintf("shard %d row %d", l.Shard, l.Row) }

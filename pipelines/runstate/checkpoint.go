@@ -1,4 +1,7 @@
-package embedded
+// Package runstate is what a pipeline run keeps in its state directory between runs, the same
+// for the embedded runner and the distributed stages: the source checkpoint (which leading
+// inputs of which files are done) and the atomic write every state file goes through.
+package runstate
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package embedded
+package runstate
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package embedded
+package promtext
 
 import "testing"
 
