@@ -12,10 +12,10 @@ import (
 	"github.com/reignpipe/reignpipe/connectors/memsource"
 	"github.com/reignpipe/reignpipe/internal/atomicfile"
 	"github.com/reignpipe/reignpipe/pipelines"
-	"github.com/reignpipe/reignpipe/pipelines/irdata"
+	"github.com/reignpipe/reignpipe/pipelines/bench/dataset"
+	"github.com/reignpipe/reignpipe/pipelines/bench/retrieval"
 	"github.com/reignpipe/reignpipe/pipelines/parts"
 	"github.com/reignpipe/reignpipe/stages/aggregate"
-	"github.com/reignpipe/reignpipe/stages/eval"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
 
@@ -67,11 +67,11 @@ type evalOptions struct {
 // cmdEval encodes a benchmark's corpus and queries through the pipeline (chunk cache
 // included) and compares, on the same data in one run: BM25 over the same text, the bare GN on
 // the first window only, the GN chunked mean-pool and, when a checkpoint is configured, REIGN.
-// The data may be in any layout pipelines/irdata reads (BEIR / MTEB files, LoCoV1, DAPFAM).
+// The data may be in any layout pipelines/bench/dataset reads (BEIR / MTEB files, LoCoV1, DAPFAM).
 func cmdEval(ctx context.Context, args []string) error {
 	fs := newFlagSet("eval", args)
 	data := fs.String("data", "", "benchmark directory: BEIR/MTEB (JSONL, Parquet or save_to_disk), LoCoV1 or DAPFAM files")
-	format := fs.String("format", irdata.FormatAuto, "layout: auto, beir, loco or dapfam")
+	format := fs.String("format", dataset.FormatAuto, "layout: auto, beir, loco or dapfam")
 	subset := fs.String("subset", "", "LoCo subtask, or all: every subtask and their macro average")
 	view := fs.String("view", "", "DAPFAM text view: fulltext (default), title-abstract, title-abstract-claims")
 	split := fs.String("split", "test", "qrels split")
@@ -95,15 +95,15 @@ func cmdEval(ctx context.Context, args []string) error {
 	if *checkpoint != "" {
 		cfg.Aggregate.Type, cfg.Aggregate.Checkpoint = "reign", *checkpoint
 	}
-	o := irdata.Options{Format: *format, Subset: *subset, View: *view}
+	o := dataset.Options{Format: *format, Subset: *subset, View: *view}
 	if *subset == "all" {
 		o.Subset = ""
 	}
-	src, err := irdata.Open(*data, o)
+	src, err := dataset.Open(*data, o)
 	if err != nil {
 		return err
 	}
-	if src.Format == irdata.FormatLoCo && *subset == "" {
+	if src.Format == dataset.FormatLoCo && *subset == "" {
 		return fmt.Errorf("eval: LoCo is scored per subtask: give --subset NAME (one of %s) or --subset all", strings.Join(src.Subtasks(), ", "))
 	}
 	eo := evalOptions{Split: *split, K: *k, DropSelf: !src.Convention.KeepSelf, Out: *out}
@@ -135,14 +135,14 @@ func printSummary(sum *EvalSummary) {
 	}
 }
 
-func evaluate(ctx context.Context, cfg *pipelines.Config, src *irdata.Source, data string, o evalOptions) (*EvalSummary, error) {
+func evaluate(ctx context.Context, cfg *pipelines.Config, src *dataset.Source, data string, o evalOptions) (*EvalSummary, error) {
 	full, err := src.Dataset(o.Split)
 	if err != nil {
 		return nil, err
 	}
 	// Only the split's judged queries are encoded: the others would cost GN time and score
 	// nothing (DAPFAM's test split judges 15% of its queries, LoCo's subtasks their own).
-	ds := &eval.Dataset{Corpus: full.Corpus, Qrels: full.Qrels}
+	ds := &dataset.Dataset{Corpus: full.Corpus, Qrels: full.Qrels}
 	for _, q := range full.Queries {
 		if _, judged := full.Qrels[q.ID]; judged {
 			ds.Queries = append(ds.Queries, q)
@@ -197,14 +197,14 @@ func evaluate(ctx context.Context, cfg *pipelines.Config, src *irdata.Source, da
 	for i, d := range ds.Corpus {
 		corpusIDs[i] = d.ID
 	}
-	reports := map[string]*eval.Report{}
+	reports := map[string]*retrieval.Report{}
 	var order []string
 	for _, sys := range systems {
 		cv, err := vectorsFromCache(cache, model.Dim(), sys.agg, "c", corpusIDs)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", sys.name, err)
 		}
-		rep, err := eval.NewReport(k, 1)
+		rep, err := retrieval.NewReport(k, 1)
 		if err != nil {
 			return nil, err
 		}
@@ -217,11 +217,11 @@ func evaluate(ctx context.Context, cfg *pipelines.Config, src *irdata.Source, da
 			if dropSelf {
 				exclude = q.ID
 			}
-			hits, err := eval.TopK(qv[0], cv, corpusIDs, k, exclude)
+			hits, err := retrieval.TopK(qv[0], cv, corpusIDs, k, exclude)
 			if err != nil {
 				return nil, err
 			}
-			if _, err := rep.Add(q.ID, eval.HitIDs(hits), ds.Qrels[q.ID]); err != nil {
+			if _, err := rep.Add(q.ID, retrieval.HitIDs(hits), ds.Qrels[q.ID]); err != nil {
 				return nil, err
 			}
 		}
@@ -229,16 +229,16 @@ func evaluate(ctx context.Context, cfg *pipelines.Config, src *irdata.Source, da
 		order = append(order, sys.name)
 	}
 	// BM25 over the same text.
-	bm, err := eval.NewBM25(eval.DefaultK1, eval.DefaultB)
+	bm, err := retrieval.NewBM25(retrieval.DefaultK1, retrieval.DefaultB)
 	if err != nil {
 		return nil, err
 	}
 	for _, d := range ds.Corpus {
-		if err := bm.Index(d.ID, eval.Tokenize(d.Text)); err != nil {
+		if err := bm.Index(d.ID, retrieval.Tokenize(d.Text)); err != nil {
 			return nil, err
 		}
 	}
-	bmRep, err := eval.NewReport(k, 1)
+	bmRep, err := retrieval.NewReport(k, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -247,14 +247,14 @@ func evaluate(ctx context.Context, cfg *pipelines.Config, src *irdata.Source, da
 		if dropSelf {
 			exclude = q.ID
 		}
-		if _, err := bmRep.Add(q.ID, eval.HitIDs(bm.Search(eval.Tokenize(q.Text), k, exclude)), ds.Qrels[q.ID]); err != nil {
+		if _, err := bmRep.Add(q.ID, retrieval.HitIDs(bm.Search(retrieval.Tokenize(q.Text), k, exclude)), ds.Qrels[q.ID]); err != nil {
 			return nil, err
 		}
 	}
 	reports["bm25"] = bmRep
 	order = append([]string{"bm25"}, order...)
 
-	base := reports["gn-meanpool"].Column(func(m eval.QueryMetrics) float64 { return m.NDCG })
+	base := reports["gn-meanpool"].Column(func(m retrieval.QueryMetrics) float64 { return m.NDCG })
 	for _, name := range order {
 		rep := reports[name]
 		m := rep.Mean()
@@ -265,10 +265,10 @@ func evaluate(ctx context.Context, cfg *pipelines.Config, src *irdata.Source, da
 			}
 		}
 		if name != "gn-meanpool" {
-			col := rep.Column(func(m eval.QueryMetrics) float64 { return m.NDCG })
-			diff, lo, hi, err := eval.PairedBootstrapCI(col, base, eval.DefaultResamples, eval.DefaultSeed, eval.DefaultAlpha)
+			col := rep.Column(func(m retrieval.QueryMetrics) float64 { return m.NDCG })
+			diff, lo, hi, err := retrieval.PairedBootstrapCI(col, base, retrieval.DefaultResamples, retrieval.DefaultSeed, retrieval.DefaultAlpha)
 			if err == nil {
-				pv, err := eval.PairedRandomizationP(col, base, eval.DefaultResamples, eval.DefaultSeed)
+				pv, err := retrieval.PairedRandomizationP(col, base, retrieval.DefaultResamples, retrieval.DefaultSeed)
 				if err == nil {
 					r.DiffVsMeanPool, r.CILow, r.CIHigh, r.PValue = &diff, &lo, &hi, &pv
 				}
@@ -280,7 +280,7 @@ func evaluate(ctx context.Context, cfg *pipelines.Config, src *irdata.Source, da
 		if err != nil {
 			return nil, err
 		}
-		werr := eval.WritePerQuery(f, rep)
+		werr := retrieval.WritePerQuery(f, rep)
 		if cerr := f.Close(); werr == nil {
 			werr = cerr
 		}
@@ -307,7 +307,7 @@ type encodeCounts struct {
 // pipeline as a mean-pool run, leaving every window in the chunk cache and every document's
 // manifest (doc id "c:<id>" or "q:<id>") in the cache index. The documents are read from memory
 // (connectors/memsource); vectors and state go under outDir.
-func encodeSides(ctx context.Context, cfg *pipelines.Config, ds *eval.Dataset, outDir string) (encodeCounts, error) {
+func encodeSides(ctx context.Context, cfg *pipelines.Config, ds *dataset.Dataset, outDir string) (encodeCounts, error) {
 	var n encodeCounts
 	sides := []struct {
 		name, what string

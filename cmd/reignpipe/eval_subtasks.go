@@ -8,7 +8,7 @@ import (
 
 	"github.com/reignpipe/reignpipe/internal/atomicfile"
 	"github.com/reignpipe/reignpipe/pipelines"
-	"github.com/reignpipe/reignpipe/pipelines/irdata"
+	"github.com/reignpipe/reignpipe/pipelines/bench/dataset"
 )
 
 // MacroSummary is `reignpipe eval --subset all`: every subtask evaluated against its own
@@ -34,7 +34,7 @@ type MacroMetrics struct {
 	Subtasks int     `json:"subtasks"`
 }
 
-func evaluateSubtasks(ctx context.Context, cfg *pipelines.Config, src *irdata.Source, data string, o evalOptions) error {
+func evaluateSubtasks(ctx context.Context, cfg *pipelines.Config, src *dataset.Source, data string, o evalOptions) error {
 	tasks := src.Subtasks()
 	if len(tasks) == 0 {
 		return fmt.Errorf("eval: --subset all: %s has no subtasks", src.Format)

@@ -12,15 +12,14 @@ import (
 
 	"github.com/reignpipe/reignpipe/internal/testenv"
 	"github.com/reignpipe/reignpipe/pipelines"
-	"github.com/reignpipe/reignpipe/pipelines/irdata"
-	"github.com/reignpipe/reignpipe/stages/eval"
+	"github.com/reignpipe/reignpipe/pipelines/bench/dataset"
 	"github.com/reignpipe/reignpipe/stages/reign"
 )
 
 // evaluateDir evaluates the benchmark in dir, read with the format detected, by its own
 // conventions except for split, k and self-match removal.
 func evaluateDir(ctx context.Context, cfg *pipelines.Config, dir, split string, k int, dropSelf bool, outDir string) (*EvalSummary, error) {
-	src, err := irdata.Open(dir, irdata.Options{})
+	src, err := dataset.Open(dir, dataset.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +207,7 @@ func TestEvalLoCoSubtasks(t *testing.T) {
 	if err := cmdImportdata([]string{"--data", data, "--subset", "qmsum", "--out", imported}); err != nil {
 		t.Fatal(err)
 	}
-	ds, err := eval.LoadBEIRSplit(imported, "test")
+	ds, err := dataset.LoadBEIRSplit(imported, "test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
+	"github.com/reignpipe/reignpipe/pipelines/bench/retrieval"
 	"github.com/reignpipe/reignpipe/schemas"
-	"github.com/reignpipe/reignpipe/stages/eval"
 )
 
 func nowUTC() time.Time { return time.Now().UTC() }
@@ -75,7 +75,7 @@ func cmdNeighbors(w io.Writer, args []string) error {
 		corpus[i] = v.Vector
 	}
 	// The evaluator's ranking, so neighbours and eval never order a tie differently.
-	hits, err := eval.TopK(q.Vector, corpus, ids, *k, q.DocID)
+	hits, err := retrieval.TopK(q.Vector, corpus, ids, *k, q.DocID)
 	if err != nil {
 		return err
 	}

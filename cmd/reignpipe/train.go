@@ -14,7 +14,7 @@ import (
 
 	"github.com/reignpipe/reignpipe/internal/atomicfile"
 	"github.com/reignpipe/reignpipe/pipelines"
-	"github.com/reignpipe/reignpipe/pipelines/training"
+	"github.com/reignpipe/reignpipe/pipelines/train"
 )
 
 var (
@@ -27,7 +27,7 @@ type trainOptions struct {
 	Data, Out, Size, Loss string
 	Epochs, Seed          int
 	SelfSupervised        bool
-	Python, TrainerDir    string   // empty: resolved by training.Python / training.Dir
+	Python, TrainerDir    string   // empty: resolved by train.Python / train.Dir
 	Extra                 []string // passed to the trainer unchanged (after "--" on the command line)
 	Stdout, Stderr        io.Writer
 }
@@ -70,8 +70,8 @@ func cmdTrain(ctx context.Context, args []string) error {
 	fs.IntVar(&o.Seed, "seed", 42, "random seed (same seed, same device: same weights)")
 	fs.StringVar(&o.Loss, "loss", "cosine3", "objective: cosine3 (the released recipe) or infonce")
 	fs.BoolVar(&o.SelfSupervised, "self-supervised", false, "unlabelled corpus: two crops of one document are a positive pair")
-	fs.StringVar(&o.Python, "python", "", "trainer interpreter (default $"+training.EnvPython+", else $REIGNPIPE_HOME/venv-train/bin/python)")
-	fs.StringVar(&o.TrainerDir, "trainer-dir", "", "directory holding reigntrain/ (default $"+training.EnvDir+", else ops/train of this checkout)")
+	fs.StringVar(&o.Python, "python", "", "trainer interpreter (default $"+train.EnvPython+", else $REIGNPIPE_HOME/venv-train/bin/python)")
+	fs.StringVar(&o.TrainerDir, "trainer-dir", "", "directory holding reigntrain/ (default $"+train.EnvDir+", else ops/train of this checkout)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -83,7 +83,7 @@ func cmdTrain(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	sum, err := train(ctx, cfg, o)
+	sum, err := runTrain(ctx, cfg, o)
 	if err != nil {
 		return err
 	}
@@ -142,7 +142,7 @@ func contains(list []string, s string) bool {
 }
 
 // train runs the whole job: encode, export the sequences index, run the trainer.
-func train(ctx context.Context, cfg *pipelines.Config, o trainOptions) (*TrainSummary, error) {
+func runTrain(ctx context.Context, cfg *pipelines.Config, o trainOptions) (*TrainSummary, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
@@ -153,20 +153,20 @@ func train(ctx context.Context, cfg *pipelines.Config, o trainOptions) (*TrainSu
 		o.Stderr = io.Discard
 	}
 	// Find the trainer before the (possibly long) encoding, so a missing install fails fast.
-	py, err := training.Python(o.Python)
+	py, err := train.Python(o.Python)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := training.Dir(o.TrainerDir)
+	dir, err := train.Dir(o.TrainerDir)
 	if err != nil {
 		return nil, err
 	}
-	ds, err := training.LoadData(o.Data, o.SelfSupervised, filepath.Join(o.Out, "encode"))
+	ds, err := train.LoadData(o.Data, o.SelfSupervised, filepath.Join(o.Out, "encode"))
 	if err != nil {
 		return nil, err
 	}
 	sum := &TrainSummary{Data: o.Data, Out: o.Out, Corpus: len(ds.Corpus), Queries: len(ds.Queries),
-		Sequences: filepath.Join(o.Out, training.SequencesFile), Epochs: o.Epochs}
+		Sequences: filepath.Join(o.Out, train.SequencesFile), Epochs: o.Epochs}
 
 	start := time.Now()
 	enc, err := encodeSides(ctx, cfg, ds, filepath.Join(o.Out, "encode"))
@@ -174,7 +174,7 @@ func train(ctx context.Context, cfg *pipelines.Config, o trainOptions) (*TrainSu
 		return nil, err
 	}
 	sum.Encode = enc
-	fp, windows, err := training.ExportSequences(cfg, ds, sum.Sequences)
+	fp, windows, err := train.ExportSequences(cfg, ds, sum.Sequences)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +190,7 @@ func train(ctx context.Context, cfg *pipelines.Config, o trainOptions) (*TrainSu
 	}
 	args = append(args, o.Extra...)
 	cmd := exec.CommandContext(ctx, py, args...)
-	cmd.Env = append(os.Environ(), "PYTHONPATH="+training.JoinPath(dir, os.Getenv("PYTHONPATH")), "PYTHONUNBUFFERED=1")
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+train.JoinPath(dir, os.Getenv("PYTHONPATH")), "PYTHONUNBUFFERED=1")
 	cmd.Stdout, cmd.Stderr = o.Stdout, o.Stderr
 	// On Ctrl-C the trainer gets SIGINT, finishes its line and exits; a hung one is killed.
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
