@@ -1,4 +1,4 @@
-package main
+package eval
 
 import (
 	"context"
@@ -22,7 +22,9 @@ type MacroSummary struct {
 	// Records the reader left out over all subtasks, by reason (e.g. a null LoCo passage).
 	RecordsSkipped map[string]int          `json:"records_skipped,omitempty"`
 	Macro          map[string]MacroMetrics `json:"macro"` // system → mean over subtasks
-	PerSubset      map[string]*EvalSummary `json:"per_subtask"`
+	PerSubset      map[string]*Summary     `json:"per_subtask"`
+	// Systems lists the keys of Macro in the order the subtasks' summaries list them.
+	Systems []string `json:"-"`
 }
 
 // MacroMetrics are one system's metrics averaged over subtasks.
@@ -34,33 +36,35 @@ type MacroMetrics struct {
 	Subtasks int     `json:"subtasks"`
 }
 
-func evaluateSubtasks(ctx context.Context, cfg *pipelines.Config, src *dataset.Source, data string, o evalOptions) error {
+// EvaluateSubtasks evaluates each of src's subtasks against its own corpus, under OUT/<subtask>,
+// and writes the macro average to OUT/eval-macro.json.
+func EvaluateSubtasks(ctx context.Context, cfg *pipelines.Config, src *dataset.Source, data string, o Options) (*MacroSummary, error) {
 	tasks := src.Subtasks()
 	if len(tasks) == 0 {
-		return fmt.Errorf("eval: --subset all: %s has no subtasks", src.Format)
+		return nil, fmt.Errorf("eval: --subset all: %s has no subtasks", src.Format)
 	}
-	ms := MacroSummary{Data: data, Format: src.Format, Split: o.Split, K: o.K, Subtasks: tasks, RecordsSkipped: src.Skipped,
-		Macro: map[string]MacroMetrics{}, PerSubset: map[string]*EvalSummary{}}
-	var order []string
+	ms := &MacroSummary{Data: data, Format: src.Format, Split: o.Split, K: o.K, Subtasks: tasks, RecordsSkipped: src.Skipped,
+		Macro: map[string]MacroMetrics{}, PerSubset: map[string]*Summary{}}
 	for _, task := range tasks {
 		sub, err := src.Subset(task)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		so := o
 		so.Out = filepath.Join(o.Out, task)
-		sum, err := evaluate(ctx, cfg, sub, data, so)
+		sum, err := Evaluate(ctx, cfg, sub, data, so)
 		if err != nil {
-			return fmt.Errorf("subtask %s: %w", task, err)
+			return nil, fmt.Errorf("subtask %s: %w", task, err)
 		}
 		sum.Subset = task
 		ms.PerSubset[task] = sum
-		fmt.Printf("== %s (%d queries, %d documents)\n", task, sum.Queries, sum.Corpus)
-		printSummary(sum)
+		if o.OnSubtask != nil {
+			o.OnSubtask(sum)
+		}
 		for _, s := range sum.Systems {
 			m, seen := ms.Macro[s.System]
 			if !seen {
-				order = append(order, s.System)
+				ms.Systems = append(ms.Systems, s.System)
 			}
 			m.NDCG += s.NDCG
 			m.P += s.P
@@ -70,14 +74,15 @@ func evaluateSubtasks(ctx context.Context, cfg *pipelines.Config, src *dataset.S
 			ms.Macro[s.System] = m
 		}
 	}
-	fmt.Printf("== macro average over %d subtasks\n%-14s %8s %8s %8s %8s\n", len(tasks), "system", fmt.Sprintf("nDCG@%d", o.K), "P", "R", "MAP")
-	for _, name := range order {
+	for _, name := range ms.Systems {
 		m := ms.Macro[name]
 		n := float64(m.Subtasks)
 		m.NDCG, m.P, m.R, m.MAP = m.NDCG/n, m.P/n, m.R/n, m.MAP/n
 		ms.Macro[name] = m
-		fmt.Printf("%-14s %8.4f %8.4f %8.4f %8.4f\n", name, m.NDCG, m.P, m.R, m.MAP)
 	}
 	b, _ := json.MarshalIndent(ms, "", "  ")
-	return atomicfile.Write(filepath.Join(o.Out, "eval-macro.json"), append(b, '\n'))
+	if err := atomicfile.Write(filepath.Join(o.Out, "eval-macro.json"), append(b, '\n')); err != nil {
+		return nil, err
+	}
+	return ms, nil
 }
