@@ -1,17 +1,11 @@
 package build
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 
-	"github.com/reignpipe/reignpipe/internal/atomicfile"
+	"github.com/reignpipe/reignpipe/pipelines/bench/dataset"
 )
 
 // Split names, in the order their qrels files are written.
@@ -43,23 +37,7 @@ func AssignSplits(ids []string, seed uint64) map[string]string {
 	return out
 }
 
-type outFile struct {
-	name string
-	data []byte
-}
-
-type corpusRow struct {
-	ID    string `json:"_id"`
-	Title string `json:"title"`
-	Text  string `json:"text"`
-}
-
-type queryRow struct {
-	ID   string `json:"_id"`
-	Text string `json:"text"`
-}
-
-// write splits the pairs and writes the BEIR files and the summary, each atomically. Rows
+// write splits the pairs and writes the BEIR files and the summary (dataset.WriteFiles). Rows
 // keep the pairs' order (the source's reading order), so output depends only on the input.
 func write(out string, pairs []Pair, seed uint64, sum *Summary) error {
 	ids := make([]string, len(pairs))
@@ -75,49 +53,23 @@ func write(out string, pairs []Pair, seed uint64, sum *Summary) error {
 	}
 	split := AssignSplits(ids, seed)
 
-	var corpus, queries bytes.Buffer
-	ce, qe := json.NewEncoder(&corpus), json.NewEncoder(&queries)
-	ce.SetEscapeHTML(false)
-	qe.SetEscapeHTML(false)
-	qrels := map[string]*bytes.Buffer{}
+	f := dataset.Files{Splits: SplitNames, Qrels: map[string][]dataset.Judgement{}}
 	sum.Splits = map[string]SplitCounts{}
 	for _, s := range SplitNames {
-		qrels[s] = bytes.NewBufferString("query-id\tcorpus-id\tscore\n")
 		sum.Splits[s] = SplitCounts{}
 	}
 	for _, p := range pairs {
-		if err := ce.Encode(corpusRow{ID: p.ID, Text: p.Doc}); err != nil {
-			return err
-		}
-		if err := qe.Encode(queryRow{ID: p.ID + QuerySuffix, Text: p.Query}); err != nil {
-			return err
-		}
+		f.Corpus = append(f.Corpus, dataset.Doc{ID: p.ID, Text: p.Doc})
+		f.Queries = append(f.Queries, dataset.Query{ID: p.ID + QuerySuffix, Text: p.Query})
 		s := split[p.ID]
-		fmt.Fprintf(qrels[s], "%s%s\t%s\t%d\n", p.ID, QuerySuffix, p.ID, Relevance)
+		f.Qrels[s] = append(f.Qrels[s], dataset.Judgement{Query: p.ID + QuerySuffix, Doc: p.ID, Score: Relevance})
 		c := sum.Splits[s]
 		c.Queries++
 		sum.Splits[s] = c
 	}
 	sum.Docs, sum.Corpus, sum.Queries = len(pairs), len(pairs), len(pairs)
-
-	files := []outFile{{"corpus.jsonl", corpus.Bytes()}, {"queries.jsonl", queries.Bytes()}}
-	for _, s := range SplitNames {
-		files = append(files, outFile{filepath.Join("qrels", s+".tsv"), qrels[s].Bytes()})
-	}
-	js, err := json.MarshalIndent(sum, "", "  ")
-	if err != nil {
-		return err
-	}
-	// The summary is removed first and written last, so its presence says that the files
-	// beside it are complete and belong to it, also when an earlier build is overwritten.
-	if err := os.Remove(filepath.Join(out, SummaryFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := dataset.WriteFiles(out, f, SummaryFile, sum); err != nil {
 		return fmt.Errorf("benchdata: %w", err)
-	}
-	files = append(files, outFile{SummaryFile, append(js, '\n')})
-	for _, f := range files {
-		if err := atomicfile.Write(filepath.Join(out, f.name), f.data); err != nil {
-			return fmt.Errorf("benchdata: %w", err)
-		}
 	}
 	return nil
 }
