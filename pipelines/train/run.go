@@ -71,7 +71,7 @@ func (o *Options) Validate() error {
 	}
 	if st, err := os.Stat(o.Data); err != nil || !st.IsDir() {
 		errs = append(errs, fmt.Sprintf("--data %q is not a directory", o.Data))
-	} else if !plainBEIR(o.Data) {
+	} else if !hasJSONL(o.Data, "corpus") {
 		// The trainer reads corpus.jsonl, queries.jsonl and qrels/*.tsv itself.
 		errs = append(errs, fmt.Sprintf("--data %q has no corpus.jsonl (the plain BEIR layout the trainer reads); "+
 			"rewrite it with: reignpipe importdata --data %s --out DIR", o.Data, o.Data))
@@ -80,16 +80,6 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("train: %s", strings.Join(errs, "; "))
 	}
 	return nil
-}
-
-// plainBEIR reports whether dir holds corpus.jsonl or corpus.jsonl.gz.
-func plainBEIR(dir string) bool {
-	for _, name := range []string{"corpus.jsonl", "corpus.jsonl.gz"} {
-		if st, err := os.Stat(filepath.Join(dir, name)); err == nil && st.Mode().IsRegular() {
-			return true
-		}
-	}
-	return false
 }
 
 // Run is the whole job: encode the data through the pipeline into the chunk cache, export the
@@ -113,7 +103,7 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (*Summary, error
 	if err != nil {
 		return nil, err
 	}
-	ds, err := LoadData(o.Data, o.SelfSupervised, filepath.Join(o.Out, "encode"))
+	ds, err := LoadData(o.Data, o.SelfSupervised)
 	if err != nil {
 		return nil, err
 	}

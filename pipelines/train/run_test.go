@@ -50,3 +50,21 @@ func TestTrainRefusesBadInput(t *testing.T) {
 		t.Errorf("no corpus: %v", err)
 	}
 }
+
+// An unlabelled corpus is read as it is: queries when there are some, and no qrels.
+func TestLoadDataSelfSupervised(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "corpus.jsonl"), []byte(`{"_id":"d1","text":"x"}`+"\n"+`{"_id":"d2","text":"y"}`+"\n"), 0o644)
+	ds, err := LoadData(dir, true)
+	if err != nil || len(ds.Corpus) != 2 || len(ds.Queries) != 0 || len(ds.Qrels) != 0 {
+		t.Fatalf("corpus only: %+v, %v", ds, err)
+	}
+	os.WriteFile(filepath.Join(dir, "queries.jsonl"), []byte(`{"_id":"q1","text":"z"}`+"\n"), 0o644)
+	ds, err = LoadData(dir, true)
+	if err != nil || len(ds.Corpus) != 2 || len(ds.Queries) != 1 || ds.Queries[0].ID != "q1" {
+		t.Fatalf("with queries: %+v, %v", ds, err)
+	}
+	if _, err := LoadData(dir, false); err == nil || !strings.Contains(err.Error(), "--self-supervised") {
+		t.Fatalf("labelled without qrels: %v", err)
+	}
+}

@@ -1,6 +1,7 @@
-// Package train runs `reignpipe train` and prepares and locates what the REIGN trainer (the PyTorch package under
-// ops/train) needs: the training data view, the sequences index it reads beside the chunk
-// shards, and its interpreter and source directory. The trainer itself never runs the GN.
+// Package train is `reignpipe train`: it encodes a dataset through the pipeline into the chunk
+// cache, exports the documents' window-key sequences and runs the REIGN trainer (the PyTorch
+// package under ops/train) over the cached chunk embeddings, after locating the trainer and
+// its interpreter. The trainer itself never runs the GN.
 package train
 
 import (
@@ -43,11 +44,10 @@ func JoinPath(dir, rest string) string {
 	return dir + string(os.PathListSeparator) + rest
 }
 
-// LoadData loads the corpus and queries to encode. Labelled training needs the BEIR
-// layout with qrels/train.tsv. --self-supervised needs only corpus.jsonl: queries are encoded
-// when present (labelled validation then uses them), and the BEIR loader is pointed at a view
-// of the directory under work/ that supplies what an unlabelled corpus lacks.
-func LoadData(dataDir string, selfSupervised bool, work string) (*dataset.Dataset, error) {
+// LoadData loads the corpus and queries to encode. Labelled training needs the BEIR layout
+// with qrels/train.tsv. --self-supervised needs only corpus.jsonl: queries are encoded when
+// present (labelled validation then uses them).
+func LoadData(dataDir string, selfSupervised bool) (*dataset.Dataset, error) {
 	if !selfSupervised {
 		ds, err := dataset.LoadBEIRSplit(dataDir, "train")
 		if err != nil {
@@ -55,38 +55,34 @@ func LoadData(dataDir string, selfSupervised bool, work string) (*dataset.Datase
 		}
 		return ds, nil
 	}
-	view := filepath.Join(work, "corpus-view")
-	if err := os.RemoveAll(view); err != nil {
-		return nil, err
+	if !hasJSONL(dataDir, "corpus") {
+		return nil, fmt.Errorf("train: %s has no corpus.jsonl", dataDir)
 	}
-	if err := os.MkdirAll(filepath.Join(view, "qrels"), 0o755); err != nil {
-		return nil, err
-	}
-	abs, err := filepath.Abs(dataDir)
+	corpus, err := dataset.ReadDocs(filepath.Join(dataDir, "corpus.jsonl"), "corpus")
 	if err != nil {
 		return nil, err
 	}
-	linked := map[string]bool{}
-	for _, name := range []string{"corpus.jsonl", "corpus.jsonl.gz", "queries.jsonl", "queries.jsonl.gz"} {
-		if _, err := os.Stat(filepath.Join(abs, name)); err == nil {
-			if err := os.Symlink(filepath.Join(abs, name), filepath.Join(view, name)); err != nil {
-				return nil, err
-			}
-			linked[strings.TrimSuffix(name, ".gz")] = true
-		}
-	}
-	if !linked["corpus.jsonl"] {
-		return nil, fmt.Errorf("train: %s has no corpus.jsonl", dataDir)
-	}
-	if !linked["queries.jsonl"] {
-		if err := os.WriteFile(filepath.Join(view, "queries.jsonl"), nil, 0o644); err != nil {
+	ds := &dataset.Dataset{Corpus: corpus, Qrels: dataset.Qrels{}}
+	if hasJSONL(dataDir, "queries") {
+		qdocs, err := dataset.ReadDocs(filepath.Join(dataDir, "queries.jsonl"), "query")
+		if err != nil {
 			return nil, err
 		}
+		for _, d := range qdocs {
+			ds.Queries = append(ds.Queries, dataset.Query{ID: d.ID, Text: d.Text})
+		}
 	}
-	if err := os.WriteFile(filepath.Join(view, "qrels", "none.tsv"), nil, 0o644); err != nil {
-		return nil, err
+	return ds, nil
+}
+
+// hasJSONL reports whether dir holds name.jsonl or name.jsonl.gz, the files ReadDocs opens.
+func hasJSONL(dir, name string) bool {
+	for _, f := range []string{name + ".jsonl", name + ".jsonl.gz"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err == nil && st.Mode().IsRegular() {
+			return true
+		}
 	}
-	return dataset.LoadBEIRSplit(view, "none")
+	return false
 }
 
 // ExportSequences writes the sequences index the trainer reads: one row per corpus document
