@@ -8,7 +8,6 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +15,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/reignpipe/reignpipe/connectors/jsonl"
 )
 
 // Doc is one corpus entry.
@@ -110,8 +111,8 @@ func (q Qrels) Add(queryID, corpusID string, score int) error {
 	return nil
 }
 
-// ReadDocs reads a BEIR corpus or queries JSONL file (or path+".gz"); kind names the file in
-// errors. Ids must be unique because qrels and self-match removal look documents up by id.
+// ReadDocs reads a BEIR corpus or queries JSONL file (or path+".gz"), each line as
+// connectors/jsonl.ParseLine reads it; kind names the file in errors. Ids must be unique because qrels and self-match removal look documents up by id.
 func ReadDocs(path, kind string) ([]Doc, error) {
 	var docs []Doc
 	seen := map[string]bool{}
@@ -161,46 +162,16 @@ func parseScore(s string) (int, error) {
 	return int(x), nil
 }
 
-// rawDoc keeps _id raw so string and numeric ids both decode; numeric ids are kept in their
-// source spelling because qrels refer to them textually.
-type rawDoc struct {
-	ID    json.RawMessage `json:"_id"`
-	Title string          `json:"title"`
-	Text  string          `json:"text"`
-}
-
+// parseDocLine reads one corpus or queries line with the jsonl connector's parser, so that
+// `reignpipe eval` and `reignpipe run` over the same file name every document alike: the id
+// is "id", else BEIR's "_id" (a string, or a number kept in its source spelling because qrels
+// refer to it textually), and "text" is required.
 func parseDocLine(line []byte) (Doc, error) {
-	var r rawDoc
-	if err := json.Unmarshal(line, &r); err != nil {
-		return Doc{}, err
-	}
-	id, err := parseID(r.ID)
+	r, err := jsonl.ParseLine(line)
 	if err != nil {
 		return Doc{}, err
 	}
-	return Doc{ID: id, Title: r.Title, Text: r.Text}, nil
-}
-
-func parseID(raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", errors.New(`missing "_id"`)
-	}
-	var id string
-	switch raw[0] {
-	case '"':
-		if err := json.Unmarshal(raw, &id); err != nil {
-			return "", err
-		}
-	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-		id = string(raw) // already validated as a JSON number by the outer Unmarshal
-	default:
-		return "", fmt.Errorf(`"_id" must be a string or number, got %s`, raw)
-	}
-	if id == "" {
-		return "", errors.New(`empty "_id"`)
-	}
-	return id, nil
+	return Doc{ID: r.ID, Title: r.Title, Text: r.Text}, nil
 }
 
 // EachFileLine opens path, or path+".gz" when path is absent, and calls fn on each non-blank

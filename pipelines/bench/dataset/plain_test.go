@@ -82,6 +82,7 @@ func TestLoadBEIRErrors(t *testing.T) {
 		{"bad json", okC + "{oops\n", okQ, "q1\td1\t1\n", "corpus.jsonl:2"},
 		{"no id", okC + `{"text":"a"}` + "\n", okQ, "q1\td1\t1\n", "corpus.jsonl:2"},
 		{"bool id", `{"_id":true}` + "\n", okQ, "q1\td1\t1\n", "corpus.jsonl:1"},
+		{"no text", okC + `{"_id":"d2"}` + "\n", okQ, "q1\td1\t1\n", "corpus.jsonl:2"},
 		{"dup corpus", okC + okC, okQ, "q1\td1\t1\n", "corpus.jsonl:2"},
 		{"dup query", okC, okQ + "\n" + okQ, "q1\td1\t1\n", "queries.jsonl:3"},
 		{"bad qrel", okC, okQ, "query-id\tcorpus-id\tscore\nq1\td1\tx\n", "test.tsv:2"},
@@ -102,6 +103,21 @@ func TestLoadBEIRErrors(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "corpus.jsonl.gz"), []byte("not gzip"), 0o644)
 	if _, err := LoadBEIR(dir); err == nil || !strings.Contains(err.Error(), "corpus.jsonl.gz") {
 		t.Errorf("bad gzip: %v", err)
+	}
+}
+
+// Documents are named as the jsonl connector names them, so eval ranks the ids a pipeline run
+// over the same corpus.jsonl writes: "id" wins over "_id", and either alone will do.
+func TestReadDocsIDRule(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "corpus.jsonl")
+	writeFile(t, path, `{"id":"a","_id":"b","text":"x"}`+"\n"+`{"id":3,"text":"y"}`+"\n"+`{"_id":"c","text":"z"}`+"\n", false)
+	docs, err := ReadDocs(path, "corpus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Doc{{"a", "", "x"}, {"3", "", "y"}, {"c", "", "z"}}; !reflect.DeepEqual(docs, want) {
+		t.Errorf("docs %v, want %v", docs, want)
 	}
 }
 
