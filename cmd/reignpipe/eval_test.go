@@ -12,6 +12,7 @@ import (
 
 	"github.com/reignpipe/reignpipe/internal/testenv"
 	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/bench/beir"
 	"github.com/reignpipe/reignpipe/pipelines/bench/dataset"
 	"github.com/reignpipe/reignpipe/pipelines/bench/eval"
 	"github.com/reignpipe/reignpipe/stages/reign"
@@ -208,7 +209,7 @@ func TestEvalLoCoSubtasks(t *testing.T) {
 	if err := cmdImportdata([]string{"--data", data, "--subset", "qmsum", "--out", imported}); err != nil {
 		t.Fatal(err)
 	}
-	ds, err := dataset.LoadBEIRSplit(imported, "test")
+	ds, err := beir.LoadSplit(imported, "test")
 	if err != nil {
 		t.Fatal(err)
 	}

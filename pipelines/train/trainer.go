@@ -24,7 +24,7 @@ import (
 
 	"github.com/reignpipe/reignpipe/internal/atomicfile"
 	"github.com/reignpipe/reignpipe/pipelines"
-	"github.com/reignpipe/reignpipe/pipelines/bench/dataset"
+	"github.com/reignpipe/reignpipe/pipelines/bench/beir"
 	"github.com/reignpipe/reignpipe/pipelines/parts"
 	"github.com/reignpipe/reignpipe/schemas"
 )
@@ -47,9 +47,9 @@ func JoinPath(dir, rest string) string {
 // LoadData loads the corpus and queries to encode. Labelled training needs the BEIR layout
 // with qrels/train.tsv. --self-supervised needs only corpus.jsonl: queries are encoded when
 // present (labelled validation then uses them).
-func LoadData(dataDir string, selfSupervised bool) (*dataset.Dataset, error) {
+func LoadData(dataDir string, selfSupervised bool) (*beir.Dataset, error) {
 	if !selfSupervised {
-		ds, err := dataset.LoadBEIRSplit(dataDir, "train")
+		ds, err := beir.LoadSplit(dataDir, "train")
 		if err != nil {
 			return nil, fmt.Errorf("train: %w (an unlabelled corpus needs --self-supervised)", err)
 		}
@@ -58,18 +58,18 @@ func LoadData(dataDir string, selfSupervised bool) (*dataset.Dataset, error) {
 	if !hasJSONL(dataDir, "corpus") {
 		return nil, fmt.Errorf("train: %s has no corpus.jsonl", dataDir)
 	}
-	corpus, err := dataset.ReadDocs(filepath.Join(dataDir, "corpus.jsonl"), "corpus")
+	corpus, err := beir.ReadDocs(filepath.Join(dataDir, "corpus.jsonl"), "corpus")
 	if err != nil {
 		return nil, err
 	}
-	ds := &dataset.Dataset{Corpus: corpus, Qrels: dataset.Qrels{}}
+	ds := &beir.Dataset{Corpus: corpus, Qrels: beir.Qrels{}}
 	if hasJSONL(dataDir, "queries") {
-		qdocs, err := dataset.ReadDocs(filepath.Join(dataDir, "queries.jsonl"), "query")
+		qdocs, err := beir.ReadDocs(filepath.Join(dataDir, "queries.jsonl"), "query")
 		if err != nil {
 			return nil, err
 		}
 		for _, d := range qdocs {
-			ds.Queries = append(ds.Queries, dataset.Query{ID: d.ID, Text: d.Text})
+			ds.Queries = append(ds.Queries, beir.Query{ID: d.ID, Text: d.Text})
 		}
 	}
 	return ds, nil
@@ -89,7 +89,7 @@ func hasJSONL(dir, name string) bool {
 // (side "c") and query (side "q") with its window keys in order, from the cache manifests
 // the encoding step just wrote. It returns the GN fingerprint of the cache and the number of windows
 // listed. The file appears complete or not at all.
-func ExportSequences(cfg *pipelines.Config, ds *dataset.Dataset, path string) (fingerprint string, windows int64, err error) {
+func ExportSequences(cfg *pipelines.Config, ds *beir.Dataset, path string) (fingerprint string, windows int64, err error) {
 	pp, err := parts.Open(cfg, parts.Want{Cache: true})
 	if err != nil {
 		return "", 0, err

@@ -5,7 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/reignpipe/reignpipe/pipelines/bench/dataset"
+	"github.com/reignpipe/reignpipe/pipelines/bench/beir"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -42,12 +42,12 @@ func jsonlLine(id, version, text string) string {
 // loadSplits loads every split through the eval loader and checks what holds for any
 // benchmark: each query has exactly its counterpart as relevant, the corpus and queries are
 // complete, and the splits partition the documents.
-func loadSplits(t *testing.T, dir string, sum *Summary) map[string]*dataset.Dataset {
+func loadSplits(t *testing.T, dir string, sum *Summary) map[string]*beir.Dataset {
 	t.Helper()
-	out := map[string]*dataset.Dataset{}
+	out := map[string]*beir.Dataset{}
 	inSplit := map[string]string{}
 	for _, s := range SplitNames {
-		ds, err := dataset.LoadBEIRSplit(dir, s)
+		ds, err := beir.LoadSplit(dir, s)
 		if err != nil {
 			t.Fatalf("split %s: %v", s, err)
 		}
@@ -172,7 +172,7 @@ func TestPatentClaims(t *testing.T) {
 		t.Fatalf("passes %+v", sum.Passes)
 	}
 	loadSplits(t, out, sum)
-	ds, err := dataset.LoadBEIRSplit(out, "train")
+	ds, err := beir.LoadSplit(out, "train")
 	if err != nil {
 		t.Fatal(err)
 	}

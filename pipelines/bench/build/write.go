@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
-	"github.com/reignpipe/reignpipe/pipelines/bench/dataset"
+	"github.com/reignpipe/reignpipe/pipelines/bench/beir"
 )
 
 // Split names, in the order their qrels files are written.
@@ -37,7 +37,7 @@ func AssignSplits(ids []string, seed uint64) map[string]string {
 	return out
 }
 
-// write splits the pairs and writes the BEIR files and the summary (dataset.WriteFiles). Rows
+// write splits the pairs and writes the BEIR files and the summary (beir.WriteFiles). Rows
 // keep the pairs' order (the source's reading order), so output depends only on the input.
 func write(out string, pairs []Pair, seed uint64, sum *Summary) error {
 	ids := make([]string, len(pairs))
@@ -53,22 +53,22 @@ func write(out string, pairs []Pair, seed uint64, sum *Summary) error {
 	}
 	split := AssignSplits(ids, seed)
 
-	f := dataset.Files{Splits: SplitNames, Qrels: map[string][]dataset.Judgement{}}
+	f := beir.Files{Splits: SplitNames, Qrels: map[string][]beir.Judgement{}}
 	sum.Splits = map[string]SplitCounts{}
 	for _, s := range SplitNames {
 		sum.Splits[s] = SplitCounts{}
 	}
 	for _, p := range pairs {
-		f.Corpus = append(f.Corpus, dataset.Doc{ID: p.ID, Text: p.Doc})
-		f.Queries = append(f.Queries, dataset.Query{ID: p.ID + QuerySuffix, Text: p.Query})
+		f.Corpus = append(f.Corpus, beir.Doc{ID: p.ID, Text: p.Doc})
+		f.Queries = append(f.Queries, beir.Query{ID: p.ID + QuerySuffix, Text: p.Query})
 		s := split[p.ID]
-		f.Qrels[s] = append(f.Qrels[s], dataset.Judgement{Query: p.ID + QuerySuffix, Doc: p.ID, Score: Relevance})
+		f.Qrels[s] = append(f.Qrels[s], beir.Judgement{Query: p.ID + QuerySuffix, Doc: p.ID, Score: Relevance})
 		c := sum.Splits[s]
 		c.Queries++
 		sum.Splits[s] = c
 	}
 	sum.Docs, sum.Corpus, sum.Queries = len(pairs), len(pairs), len(pairs)
-	if err := dataset.WriteFiles(out, f, SummaryFile, sum); err != nil {
+	if err := beir.WriteFiles(out, f, SummaryFile, sum); err != nil {
 		return fmt.Errorf("benchdata: %w", err)
 	}
 	return nil

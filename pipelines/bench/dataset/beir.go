@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/reignpipe/reignpipe/pipelines/bench/beir"
 )
 
 // shardSuffix is the "-00000-of-00004" of Hugging Face shard names.
@@ -17,7 +19,7 @@ var shardSuffix = regexp.MustCompile(`-\d{5}-of-\d{5}$`)
 // qrels are the files or directories under qrels/, default/ (the Hub's config name) or data/,
 // one split per name: test.tsv, test.jsonl, test-00000-of-00001.parquet, test/…
 func openBEIR(dir string) (*Source, error) {
-	s := &Source{Qrels: map[string]Qrels{}, Convention: Convention{K: 10}}
+	s := &Source{Qrels: map[string]beir.Qrels{}, Convention: Convention{K: 10}}
 	cf, err := locate(dir, "corpus")
 	if err != nil {
 		return nil, err
@@ -34,7 +36,7 @@ func openBEIR(dir string) (*Source, error) {
 		return nil, err
 	}
 	for _, d := range qd {
-		s.Queries = append(s.Queries, Query{ID: d.ID, Text: d.Text})
+		s.Queries = append(s.Queries, beir.Query{ID: d.ID, Text: d.Text})
 	}
 	if err := checkUnique(s.Corpus, s.Queries); err != nil {
 		return nil, err
@@ -44,7 +46,7 @@ func openBEIR(dir string) (*Source, error) {
 		return nil, err
 	}
 	for split, files := range splits {
-		q := Qrels{}
+		q := beir.Qrels{}
 		for _, f := range files {
 			if err := readBEIRQrels(f, q); err != nil {
 				return nil, err
@@ -124,13 +126,13 @@ func isTSV(p string) bool {
 	return strings.HasSuffix(n, ".tsv") || strings.HasSuffix(n, ".tsv.gz")
 }
 
-// readBEIRDocs reads {_id, title, text} records. JSONL goes through the evaluator's own
-// strict reader; Parquet and Arrow rows with a null text are skipped and counted.
-func readBEIRDocs(s *Source, files []string, kind string) ([]Doc, error) {
-	var docs []Doc
+// readBEIRDocs reads {_id, title, text} records. JSONL goes through beir.ReadDocs (the jsonl
+// connector's id rule); Parquet and Arrow rows with a null text are skipped and counted.
+func readBEIRDocs(s *Source, files []string, kind string) ([]beir.Doc, error) {
+	var docs []beir.Doc
 	for _, f := range files {
 		if n := strings.ToLower(f); strings.HasSuffix(n, ".jsonl") || strings.HasSuffix(n, ".jsonl.gz") {
-			d, err := ReadDocs(f, kind)
+			d, err := beir.ReadDocs(f, kind)
 			if err != nil {
 				return nil, err
 			}
@@ -157,7 +159,7 @@ func readBEIRDocs(s *Source, files []string, kind string) ([]Doc, error) {
 			if err != nil {
 				return err
 			}
-			docs = append(docs, Doc{ID: id, Title: title, Text: text})
+			docs = append(docs, beir.Doc{ID: id, Title: title, Text: text})
 			return nil
 		})
 		if err != nil {
@@ -168,9 +170,9 @@ func readBEIRDocs(s *Source, files []string, kind string) ([]Doc, error) {
 }
 
 // readBEIRQrels adds one qrels file's {query-id, corpus-id, score} rows to q.
-func readBEIRQrels(f string, q Qrels) error {
+func readBEIRQrels(f string, q beir.Qrels) error {
 	if isTSV(f) {
-		got, err := ReadQrels(f)
+		got, err := beir.ReadQrels(f)
 		if err != nil {
 			return err
 		}

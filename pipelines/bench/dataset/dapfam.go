@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+
+	"github.com/reignpipe/reignpipe/pipelines/bench/beir"
 )
 
 // DAPFAMViews maps each text view to the fields it concatenates, as the DAPFAM paper and
@@ -39,7 +41,7 @@ func openDAPFAM(dir, view string, seed uint64) (*Source, error) {
 	if !ok {
 		return nil, fmt.Errorf("unknown DAPFAM view %q (want fulltext, title-abstract or title-abstract-claims)", view)
 	}
-	s := &Source{Qrels: map[string]Qrels{}, Convention: Convention{K: 100}}
+	s := &Source{Qrels: map[string]beir.Qrels{}, Convention: Convention{K: 100}}
 	cf, err := locate(dir, "corpus")
 	if err != nil {
 		return nil, err
@@ -49,7 +51,7 @@ func openDAPFAM(dir, view string, seed uint64) (*Source, error) {
 			s.skip("document-empty-text")
 			return
 		}
-		s.Corpus = append(s.Corpus, Doc{ID: id, Text: text})
+		s.Corpus = append(s.Corpus, beir.Doc{ID: id, Text: text})
 	})
 	if err != nil {
 		return nil, err
@@ -63,7 +65,7 @@ func openDAPFAM(dir, view string, seed uint64) (*Source, error) {
 			s.skip("query-empty-text")
 			return
 		}
-		s.Queries = append(s.Queries, Query{ID: id, Text: text})
+		s.Queries = append(s.Queries, beir.Query{ID: id, Text: text})
 	})
 	if err != nil {
 		return nil, err
@@ -168,7 +170,7 @@ func (s *Source) dapfamSplits(files []string, seed uint64) error {
 	}
 	split := dapfamAssign(positives, seed)
 	for _, name := range []string{"all", "all_in", "all_out", "train", "val", "test", "test_in", "test_out"} {
-		s.Qrels[name] = Qrels{}
+		s.Qrels[name] = beir.Qrels{}
 	}
 	add := func(name string, r relation) error { return s.Qrels[name].Add(r.query, r.doc, r.score) }
 	for _, r := range rels {

@@ -18,6 +18,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/reignpipe/reignpipe/pipelines/bench/beir"
 )
 
 // Formats a Source can be read from.
@@ -47,9 +49,9 @@ type Options struct {
 // split. Convention holds the benchmark's own evaluation rules.
 type Source struct {
 	Format  string
-	Corpus  []Doc
-	Queries []Query
-	Qrels   map[string]Qrels // split → judgements
+	Corpus  []beir.Doc
+	Queries []beir.Query
+	Qrels   map[string]beir.Qrels // split → judgements
 	// Skipped counts records left out, by reason ("null-text", ...); none is dropped silently.
 	Skipped map[string]int
 	// Convention: the cutoff and self-match rule the benchmark reports with.
@@ -132,12 +134,12 @@ func (s *Source) Splits() []string { return slices.Sorted(maps.Keys(s.Qrels)) }
 
 // Dataset returns one split in the form the evaluator takes: the whole corpus and every query,
 // with that split's judgements.
-func (s *Source) Dataset(split string) (*Dataset, error) {
+func (s *Source) Dataset(split string) (*beir.Dataset, error) {
 	q, ok := s.Qrels[split]
 	if !ok {
 		return nil, fmt.Errorf("dataset: no split %q (have %s)", split, strings.Join(s.Splits(), ", "))
 	}
-	return &Dataset{Corpus: s.Corpus, Queries: s.Queries, Qrels: q}, nil
+	return &beir.Dataset{Corpus: s.Corpus, Queries: s.Queries, Qrels: q}, nil
 }
 
 func (s *Source) skip(reason string) {
@@ -148,7 +150,7 @@ func (s *Source) skip(reason string) {
 }
 
 // checkUnique rejects repeated ids: qrels and self-match removal look documents up by id.
-func checkUnique(corpus []Doc, queries []Query) error {
+func checkUnique(corpus []beir.Doc, queries []beir.Query) error {
 	seen := make(map[string]bool, len(corpus))
 	for _, d := range corpus {
 		if seen[d.ID] {

@@ -15,6 +15,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/reignpipe/reignpipe/internal/testenv"
+
+	"github.com/reignpipe/reignpipe/pipelines/bench/beir"
 )
 
 // spec is one small benchmark per layout; hf_datasets.py writes it with Hugging Face datasets.
@@ -99,11 +101,11 @@ func hfFixtures(t *testing.T) string {
 	return out
 }
 
-func wantBEIR() (corpus []Doc, queries []Query, qrels map[string]Qrels) {
-	corpus = []Doc{{ID: "d1", Title: "Alpha", Text: "Alpha text about rivers."}, {ID: "12", Text: "Numeric-looking id, kept as text."},
+func wantBEIR() (corpus []beir.Doc, queries []beir.Query, qrels map[string]beir.Qrels) {
+	corpus = []beir.Doc{{ID: "d1", Title: "Alpha", Text: "Alpha text about rivers."}, {ID: "12", Text: "Numeric-looking id, kept as text."},
 		{ID: "d3", Title: "Ünïcode", Text: "Café déjà vu — 東京"}, {ID: "q1", Text: "A corpus copy of query q1 (a self-match)."}}
-	queries = []Query{{ID: "q1", Text: "rivers"}, {ID: "q2", Text: "café"}, {ID: "q3", Text: "numbers"}}
-	qrels = map[string]Qrels{
+	queries = []beir.Query{{ID: "q1", Text: "rivers"}, {ID: "q2", Text: "café"}, {ID: "q3", Text: "numbers"}}
+	qrels = map[string]beir.Qrels{
 		"test":  {"q1": {"d1": 2, "12": 1}, "q2": {"d3": 2}},
 		"train": {"q3": {"12": 2}},
 	}
@@ -122,7 +124,7 @@ func checkBEIR(t *testing.T, s *Source) {
 	if !slices.Equal(s.Queries, queries) {
 		t.Errorf("queries\n got %q\nwant %q", s.Queries, queries)
 	}
-	if !maps.EqualFunc(s.Qrels, qrels, func(a, b Qrels) bool {
+	if !maps.EqualFunc(s.Qrels, qrels, func(a, b beir.Qrels) bool {
 		return maps.EqualFunc(a, b, func(x, y map[string]int) bool { return maps.Equal(x, y) })
 	}) {
 		t.Errorf("qrels\n got %v\nwant %v", s.Qrels, qrels)
@@ -148,7 +150,7 @@ func TestHuggingFaceLayouts(t *testing.T) {
 }
 
 // TestPlainBEIRRoundTrip: WriteBEIR's output reads back identically, both here and through the
-// evaluator's own BEIR loader.
+// plain BEIR loader (pipelines/bench/beir).
 func TestPlainBEIRRoundTrip(t *testing.T) {
 	corpus, queries, qrels := wantBEIR()
 	src := &Source{Format: FormatBEIR, Corpus: corpus, Queries: queries, Qrels: qrels, Convention: Convention{K: 10}}
@@ -161,7 +163,7 @@ func TestPlainBEIRRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkBEIR(t, s)
-	ds, err := LoadBEIRSplit(dir, "test")
+	ds, err := beir.LoadSplit(dir, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +195,7 @@ func TestPlainBEIRRoundTrip(t *testing.T) {
 	checkBEIR(t, mustOpen(t, dir, Options{}))
 
 	// An id a TSV row cannot carry is refused before anything is written.
-	bad := &Source{Corpus: []Doc{{ID: "a\tb", Text: "x"}}, Qrels: map[string]Qrels{}}
+	bad := &Source{Corpus: []beir.Doc{{ID: "a\tb", Text: "x"}}, Qrels: map[string]beir.Qrels{}}
 	if err := WriteBEIR(t.TempDir(), bad, ImportSummary{}); err == nil || !strings.Contains(err.Error(), "a\\tb") {
 		t.Errorf("tab in id: %v", err)
 	}
@@ -215,7 +217,7 @@ func checkLoCo(t *testing.T, dir string) {
 		t.Errorf("skipped %v convention %+v", all.Skipped, all.Convention)
 	}
 	for _, s := range []*Source{mustSubset(t, all, "qasper_title"), mustOpen(t, dir, Options{Subset: "qasper_title"})} {
-		ids := func(ds []Doc) (out []string) {
+		ids := func(ds []beir.Doc) (out []string) {
 			for _, d := range ds {
 				out = append(out, d.ID)
 			}
@@ -224,7 +226,7 @@ func checkLoCo(t *testing.T, dir string) {
 		if !slices.Equal(ids, []string{"qasper_title_Passage_0", "qasper_title_Passage_2"}) {
 			t.Errorf("corpus %v", ids)
 		}
-		want := Qrels{"qasper_title_Query_0": {"qasper_title_Passage_0": 1},
+		want := beir.Qrels{"qasper_title_Query_0": {"qasper_title_Passage_0": 1},
 			"qasper_title_Query_1": {"qasper_title_Passage_2": 1, "qasper_title_Passage_0": 1}}
 		if got := s.Qrels[LoCoSplit]; len(got) != 2 || !maps.Equal(got["qasper_title_Query_1"], want["qasper_title_Query_1"]) ||
 			!maps.Equal(got["qasper_title_Query_0"], want["qasper_title_Query_0"]) {

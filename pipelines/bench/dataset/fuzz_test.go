@@ -3,6 +3,8 @@ package dataset
 import (
 	"bytes"
 	"testing"
+
+	"github.com/reignpipe/reignpipe/pipelines/bench/beir"
 )
 
 // FuzzLoCoRecords feeds arbitrary JSONL to the LoCo record reader: it must return an error or
@@ -20,9 +22,9 @@ func FuzzLoCoRecords(f *testing.F) {
 		f.Add([]byte(s), "qmsum")
 	}
 	f.Fuzz(func(t *testing.T, data []byte, subset string) {
-		s := &Source{Qrels: map[string]Qrels{LoCoSplit: {}}, docTask: map[string]string{}, queryTask: map[string]string{}}
+		s := &Source{Qrels: map[string]beir.Qrels{LoCoSplit: {}}, docTask: map[string]string{}, queryTask: map[string]string{}}
 		cols := []string{"pid", "passage", "qid", "query", "answer_pids", "dataset"}
-		_, err := EachLine(bytes.NewReader(data), func(line []byte) error {
+		_, err := beir.EachLine(bytes.NewReader(data), func(line []byte) error {
 			rw, err := parseJSONRow(line, cols)
 			if err != nil {
 				return err

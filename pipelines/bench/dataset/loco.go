@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/reignpipe/reignpipe/pipelines/bench/beir"
 )
 
 // LoCoSubtasks are LoCoV1's twelve subtasks, the values of its "dataset" column, in the order
@@ -30,7 +32,7 @@ func openLoCo(dir, subset string) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Source{Qrels: map[string]Qrels{LoCoSplit: {}}, Convention: Convention{K: 10, KeepSelf: true},
+	s := &Source{Qrels: map[string]beir.Qrels{LoCoSplit: {}}, Convention: Convention{K: 10, KeepSelf: true},
 		docTask: map[string]string{}, queryTask: map[string]string{}}
 	cols := []string{"pid", "passage", "qid", "query", "answer_pids", "dataset"}
 	for _, f := range files {
@@ -77,7 +79,7 @@ func (s *Source) addLoCo(rw row, subset string) error {
 			s.skip("document-null-text")
 			return nil
 		}
-		s.Corpus = append(s.Corpus, Doc{ID: pid, Text: text})
+		s.Corpus = append(s.Corpus, beir.Doc{ID: pid, Text: text})
 		s.docTask[pid] = task
 		return nil
 	}
@@ -97,7 +99,7 @@ func (s *Source) addLoCo(rw row, subset string) error {
 	if err != nil {
 		return err
 	}
-	s.Queries = append(s.Queries, Query{ID: qid, Text: text})
+	s.Queries = append(s.Queries, beir.Query{ID: qid, Text: text})
 	s.queryTask[qid] = task
 	for _, pid := range answers {
 		if _, listed := s.Qrels[LoCoSplit][qid][pid]; listed {
@@ -137,7 +139,7 @@ func (s *Source) Subset(task string) (*Source, error) {
 	if s.docTask == nil {
 		return nil, fmt.Errorf("dataset: %s has no subtasks", s.Format)
 	}
-	out := &Source{Format: s.Format, Qrels: map[string]Qrels{}, Convention: s.Convention,
+	out := &Source{Format: s.Format, Qrels: map[string]beir.Qrels{}, Convention: s.Convention,
 		docTask: map[string]string{}, queryTask: map[string]string{}}
 	for _, d := range s.Corpus {
 		if s.docTask[d.ID] == task {
@@ -155,7 +157,7 @@ func (s *Source) Subset(task string) (*Source, error) {
 		return nil, fmt.Errorf("dataset: no queries for subtask %q", task)
 	}
 	for split, qrels := range s.Qrels {
-		sq := Qrels{}
+		sq := beir.Qrels{}
 		for qid, row := range qrels {
 			if out.queryTask[qid] == task {
 				sq[qid] = row

@@ -21,6 +21,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/reignpipe/reignpipe/internal/parquetread"
+
+	"github.com/reignpipe/reignpipe/pipelines/bench/beir"
 )
 
 // row is one record of a table file: the requested columns present in it, as Go values
@@ -85,10 +87,10 @@ func readRows(path string, cols []string, fn func(row) error) error {
 	return nil
 }
 
-// readJSONL reads path (gunzipped when it ends in .gz) with the evaluator's line reader, one
+// readJSONL reads path (gunzipped when it ends in .gz) with the plain BEIR loader's line reader, one
 // JSON object per non-blank line; errors carry the file and line.
 func readJSONL(path string, cols []string, fn func(row) error) error {
-	return EachFileLine(path, func(line []byte) error {
+	return beir.EachFileLine(path, func(line []byte) error {
 		rw, err := parseJSONRow(line, cols)
 		if err != nil {
 			return err

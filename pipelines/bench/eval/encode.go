@@ -9,7 +9,7 @@ import (
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/connectors/memsource"
 	"github.com/reignpipe/reignpipe/pipelines"
-	"github.com/reignpipe/reignpipe/pipelines/bench/dataset"
+	"github.com/reignpipe/reignpipe/pipelines/bench/beir"
 	"github.com/reignpipe/reignpipe/pipelines/embedded"
 )
 
@@ -36,7 +36,7 @@ const (
 // pipeline as a mean-pool run, leaving every window in the chunk cache and every document's
 // manifest (doc id "c:<id>" or "q:<id>") in the cache index. The documents are read from memory
 // (connectors/memsource); vectors and state go under outDir.
-func EncodeSides(ctx context.Context, encode Encoder, cfg *pipelines.Config, ds *dataset.Dataset, outDir string) (EncodeCounts, error) {
+func EncodeSides(ctx context.Context, encode Encoder, cfg *pipelines.Config, ds *beir.Dataset, outDir string) (EncodeCounts, error) {
 	var n EncodeCounts
 	if encode == nil {
 		return n, errors.New("eval: no encoder to run the pipeline with")

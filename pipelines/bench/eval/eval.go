@@ -14,6 +14,7 @@ import (
 
 	"github.com/reignpipe/reignpipe/internal/atomicfile"
 	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/bench/beir"
 	"github.com/reignpipe/reignpipe/pipelines/bench/dataset"
 	"github.com/reignpipe/reignpipe/pipelines/bench/retrieval"
 	"github.com/reignpipe/reignpipe/pipelines/parts"
@@ -81,7 +82,7 @@ func Evaluate(ctx context.Context, cfg *pipelines.Config, src *dataset.Source, d
 	}
 	// Only the split's judged queries are encoded: the others would cost GN time and score
 	// nothing (DAPFAM's test split judges 15% of its queries, LoCo's subtasks their own).
-	ds := &dataset.Dataset{Corpus: full.Corpus, Qrels: full.Qrels}
+	ds := &beir.Dataset{Corpus: full.Corpus, Qrels: full.Qrels}
 	for _, q := range full.Queries {
 		if _, judged := full.Qrels[q.ID]; judged {
 			ds.Queries = append(ds.Queries, q)

@@ -1,8 +1,8 @@
-// The plain BEIR layout: corpus.jsonl, queries.jsonl and qrels/<split>.tsv, each optionally
-// gzip-compressed. It is what `reignpipe train` and most BEIR tools read, and what the
-// importers and benchmark builders write.
-
-package dataset
+// Package beir reads and writes the plain BEIR layout: corpus.jsonl, queries.jsonl and
+// qrels/<split>.tsv, each optionally gzip-compressed. It is what `reignpipe train` and most
+// BEIR tools read, what `reignpipe importdata` and `reignpipe benchdata` write (WriteFiles is
+// their one writer), and the types every benchmark reader (pipelines/bench/dataset) returns.
+package beir
 
 import (
 	"bufio"
@@ -43,14 +43,14 @@ type Dataset struct {
 // instead of exhausting memory; real BEIR documents are far below this.
 const maxLineBytes = 256 << 20
 
-// LoadBEIR loads the "test" split, the one BEIR reports on.
-func LoadBEIR(dir string) (*Dataset, error) { return LoadBEIRSplit(dir, "test") }
+// Load loads the "test" split, the one BEIR reports on.
+func Load(dir string) (*Dataset, error) { return LoadSplit(dir, "test") }
 
-// LoadBEIRSplit loads corpus.jsonl, queries.jsonl and qrels/<split>.tsv from dir; each may
+// LoadSplit loads corpus.jsonl, queries.jsonl and qrels/<split>.tsv from dir; each may
 // instead be gzip-compressed with a .gz suffix.
-func LoadBEIRSplit(dir, split string) (*Dataset, error) {
+func LoadSplit(dir, split string) (*Dataset, error) {
 	if split == "" || strings.ContainsAny(split, `/\`) {
-		return nil, fmt.Errorf("dataset: invalid split name %q", split)
+		return nil, fmt.Errorf("beir: invalid split name %q", split)
 	}
 	corpus, err := ReadDocs(filepath.Join(dir, "corpus.jsonl"), "corpus")
 	if err != nil {
@@ -184,21 +184,21 @@ func EachFileLine(path string, fn func([]byte) error) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("dataset: %w", err)
+		return fmt.Errorf("beir: %w", err)
 	}
 	defer f.Close()
 	var r io.Reader = f
 	if strings.HasSuffix(path, ".gz") {
 		zr, err := gzip.NewReader(f)
 		if err != nil {
-			return fmt.Errorf("dataset: %s: %w", path, err)
+			return fmt.Errorf("beir: %s: %w", path, err)
 		}
 		defer zr.Close()
 		r = zr
 	}
 	n, err := EachLine(r, fn)
 	if err != nil {
-		return fmt.Errorf("dataset: %s:%d: %w", path, n, err)
+		return fmt.Errorf("beir: %s:%d: %w", path, n, err)
 	}
 	return nil
 }

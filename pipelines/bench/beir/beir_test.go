@@ -1,4 +1,4 @@
-package dataset
+package beir
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ func writeFile(t *testing.T, path, content string, gz bool) {
 	}
 }
 
-func TestLoadBEIR(t *testing.T) {
+func TestLoad(t *testing.T) {
 	dir := t.TempDir()
 	long := strings.Repeat("x", 200<<10) // past bufio.Scanner's 64 KiB token limit
 	writeFile(t, filepath.Join(dir, "corpus.jsonl"),
@@ -43,7 +43,7 @@ func TestLoadBEIR(t *testing.T) {
 		"query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\t42\t1\n7\td3\t1\n", false)
 	writeFile(t, filepath.Join(dir, "qrels", "dev.tsv"), "q1\td3\t1\n", true)
 
-	ds, err := LoadBEIR(dir)
+	ds, err := Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,22 +58,22 @@ func TestLoadBEIR(t *testing.T) {
 	if !reflect.DeepEqual(ds.Qrels, wantQrels) {
 		t.Errorf("qrels %v", ds.Qrels)
 	}
-	dev, err := LoadBEIRSplit(dir, "dev")
+	dev, err := LoadSplit(dir, "dev")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(dev.Qrels, Qrels{"q1": {"d3": 1}}) {
 		t.Errorf("dev qrels %v", dev.Qrels)
 	}
-	if _, err := LoadBEIRSplit(dir, "../x"); err == nil {
+	if _, err := LoadSplit(dir, "../x"); err == nil {
 		t.Error("path-like split accepted")
 	}
-	if _, err := LoadBEIRSplit(dir, "train"); err == nil || !strings.Contains(err.Error(), "train.tsv") {
+	if _, err := LoadSplit(dir, "train"); err == nil || !strings.Contains(err.Error(), "train.tsv") {
 		t.Errorf("missing split: %v", err)
 	}
 }
 
-func TestLoadBEIRErrors(t *testing.T) {
+func TestLoadErrors(t *testing.T) {
 	okQ := `{"_id":"q1","text":"a"}` + "\n"
 	okC := `{"_id":"d1","text":"a"}` + "\n"
 	cases := []struct {
@@ -94,14 +94,14 @@ func TestLoadBEIRErrors(t *testing.T) {
 		writeFile(t, filepath.Join(dir, "corpus.jsonl"), c.corpus, false)
 		writeFile(t, filepath.Join(dir, "queries.jsonl"), c.queries, false)
 		writeFile(t, filepath.Join(dir, "qrels", "test.tsv"), c.qrels, false)
-		_, err := LoadBEIR(dir)
+		_, err := Load(dir)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want mention of %q", c.name, err, c.want)
 		}
 	}
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "corpus.jsonl.gz"), []byte("not gzip"), 0o644)
-	if _, err := LoadBEIR(dir); err == nil || !strings.Contains(err.Error(), "corpus.jsonl.gz") {
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "corpus.jsonl.gz") {
 		t.Errorf("bad gzip: %v", err)
 	}
 }
