@@ -23,7 +23,7 @@ type ImportSummary struct {
 }
 
 // WriteBEIR writes s in the plain BEIR layout that `reignpipe train` and any BEIR tool read,
-// with import.json as the summary (WriteFiles). Qrels rows are sorted by query id, then corpus
+// with import.json as the summary (beir.WriteFiles). Qrels rows are sorted by query id, then corpus
 // id, so the files depend only on the judgements.
 func WriteBEIR(out string, s *Source, sum ImportSummary) error {
 	sum.Format, sum.Corpus, sum.Queries, sum.Skipped, sum.Convention = s.Format, len(s.Corpus), len(s.Queries), s.Skipped, s.Convention
