@@ -10,7 +10,7 @@ import (
 )
 
 // The query document is picked by id, else by title (case-insensitive), else the first id;
-// equal scores rank by ascending id, as in eval.
+// equal scores rank by ascending id, as in eval; two spaces are never compared.
 func TestFind(t *testing.T) {
 	dir := t.TempDir()
 	s, err := vectorfile.NewJSONL(vectorfile.JSONLOptions{Dir: dir})
@@ -52,5 +52,19 @@ func TestFind(t *testing.T) {
 		if _, err := Find(dir, c.of, c.k); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v k=%d: %v, want %q", c.of, c.k, err, c.want)
 		}
+	}
+
+	other, err := vectorfile.NewJSONL(vectorfile.JSONLOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Write(ctx, schemas.DocVector{DocID: "t:x", Version: "1", Space: "other", Vector: []float32{1, 0}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Find(dir, Of{DocID: "t:q"}, 1); err == nil || !strings.Contains(err.Error(), "not comparable") {
+		t.Fatalf("mixed spaces: %v", err)
 	}
 }
