@@ -87,7 +87,7 @@ SMOKE_FUZZ := ./connectors/uspto/patentxml/:FuzzParseDocument ./connectors/uspto
 	./connectors/wikipedia/:FuzzParseNamespaces ./connectors/wikipedia/:FuzzScanBounded ./connectors/textpolicy/:FuzzClean \
 	./schemas/:FuzzDecodeChunkDoc ./schemas/:FuzzDecodeDocVector ./schemas/:FuzzDecodeRawDocument \
 	./internal/kafka/fragment/:FuzzFragmentHeaders ./internal/kafka/fragment/:FuzzAssembler \
-	./pipelines/irdata/:FuzzLoCoRecords
+	./pipelines/bench/dataset/:FuzzLoCoRecords
 SMOKE_FUZZTIME ?= 50000x
 fuzz-smoke:
 	@for t in $(SMOKE_FUZZ); do pkg=$${t%%:*}; fn=$${t##*:}; \

@@ -4,19 +4,18 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/reignpipe/reignpipe/pipelines/bench/build"
 	"os"
 	"strings"
 	"time"
-
-	"github.com/reignpipe/reignpipe/pipelines/benchdata"
 )
 
 // cmdBenchdata writes a BEIR-layout benchmark derived from real documents (see package
-// benchdata for the constructions and the split).
+// pipelines/bench/build for the constructions and the split).
 func cmdBenchdata(ctx context.Context, args []string) error {
 	fs := newFlagSet("benchdata", args)
-	kind := fs.String("kind", "", "construction: "+strings.Join(benchdata.Kinds, " or "))
-	source := fs.String("source", "", "input type: "+strings.Join(benchdata.Sources, ", ")+" (patent-claims: uspto, the default there)")
+	kind := fs.String("kind", "", "construction: "+strings.Join(build.Kinds, " or "))
+	source := fs.String("source", "", "input type: "+strings.Join(build.Sources, ", ")+" (patent-claims: uspto, the default there)")
 	input := fs.String("input", "", "wikipedia dump; JSONL or USPTO file, directory or glob; textdir: directory of *.rst/*.txt")
 	out := fs.String("out", "", "output directory (corpus.jsonl, queries.jsonl, qrels/{train,val,test}.tsv, benchdata.json)")
 	seed := fs.Uint64("seed", 42, "seed of the train/val/test shuffle")
@@ -30,9 +29,9 @@ func cmdBenchdata(ctx context.Context, args []string) error {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if *kind == benchdata.KindPatentClaims {
+	if *kind == build.KindPatentClaims {
 		if *source == "" {
-			*source = benchdata.SourceUSPTO
+			*source = build.SourceUSPTO
 		}
 		// Every grant with claims and a description is a pair unless asked otherwise.
 		if !set["min-chars"] {
@@ -44,18 +43,18 @@ func cmdBenchdata(ctx context.Context, args []string) error {
 			return usageError("benchdata", "--"+req.name+" is required")
 		}
 	}
-	opts := benchdata.Options{Kind: *kind, Source: *source, Input: *input, Out: *out, Seed: *seed, MinChars: *minChars}
+	opts := build.Options{Kind: *kind, Source: *source, Input: *input, Out: *out, Seed: *seed, MinChars: *minChars}
 	if err := opts.Validate(); err != nil {
 		return err
 	}
 	start := time.Now()
-	sum, err := benchdata.Build(ctx, opts)
+	sum, err := build.Build(ctx, opts)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stdout, "%s from %s (%s): %d documents considered, %d kept, skipped %v\n",
 		sum.Kind, sum.Input, sum.Source, sum.Candidates, sum.Docs, sum.Skipped)
-	for _, s := range benchdata.SplitNames {
+	for _, s := range build.SplitNames {
 		fmt.Fprintf(os.Stdout, "  %-5s %d queries\n", s, sum.Splits[s].Queries)
 	}
 	fmt.Fprintf(os.Stdout, "wrote %s in %s\n", *out, time.Since(start).Round(time.Millisecond))

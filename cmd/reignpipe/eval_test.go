@@ -12,19 +12,20 @@ import (
 
 	"github.com/reignpipe/reignpipe/internal/testenv"
 	"github.com/reignpipe/reignpipe/pipelines"
-	"github.com/reignpipe/reignpipe/pipelines/irdata"
-	"github.com/reignpipe/reignpipe/stages/eval"
+	"github.com/reignpipe/reignpipe/pipelines/bench/beir"
+	"github.com/reignpipe/reignpipe/pipelines/bench/dataset"
+	"github.com/reignpipe/reignpipe/pipelines/bench/eval"
 	"github.com/reignpipe/reignpipe/stages/reign"
 )
 
 // evaluateDir evaluates the benchmark in dir, read with the format detected, by its own
 // conventions except for split, k and self-match removal.
-func evaluateDir(ctx context.Context, cfg *pipelines.Config, dir, split string, k int, dropSelf bool, outDir string) (*EvalSummary, error) {
-	src, err := irdata.Open(dir, irdata.Options{})
+func evaluateDir(ctx context.Context, cfg *pipelines.Config, dir, split string, k int, dropSelf bool, outDir string) (*eval.Summary, error) {
+	src, err := dataset.Open(dir, dataset.Options{})
 	if err != nil {
 		return nil, err
 	}
-	return evaluate(ctx, cfg, src, dir, evalOptions{Split: split, K: k, DropSelf: dropSelf, Out: outDir})
+	return eval.Evaluate(ctx, cfg, src, dir, eval.Options{Split: split, K: k, DropSelf: dropSelf, Out: outDir, Encode: encodeInProcess})
 }
 
 func writeBEIR(t *testing.T, dir string) {
@@ -85,7 +86,7 @@ func TestEvalComparesSystems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]SystemResult{}
+	got := map[string]eval.SystemResult{}
 	var names []string
 	for _, s := range sum.Systems {
 		got[s.System] = s
@@ -169,7 +170,7 @@ func TestEvalLoCoSubtasks(t *testing.T) {
 	if err := cmdEval(context.Background(), []string{"--data", data, "--subset", "all", "--out", out, pipeline}); err != nil {
 		t.Fatal(err)
 	}
-	var ms MacroSummary
+	var ms eval.MacroSummary
 	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(out, "eval-macro.json"))), &ms); err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +209,7 @@ func TestEvalLoCoSubtasks(t *testing.T) {
 	if err := cmdImportdata([]string{"--data", data, "--subset", "qmsum", "--out", imported}); err != nil {
 		t.Fatal(err)
 	}
-	ds, err := eval.LoadBEIRSplit(imported, "test")
+	ds, err := beir.LoadSplit(imported, "test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,18 +2,17 @@ package main
 
 import (
 	"fmt"
+	"github.com/reignpipe/reignpipe/pipelines/bench/dataset"
 	"os"
-
-	"github.com/reignpipe/reignpipe/pipelines/irdata"
 )
 
-// cmdImportdata rewrites a published benchmark (any layout pipelines/irdata reads) in the plain
+// cmdImportdata rewrites a published benchmark (any layout pipelines/bench/dataset reads) in the plain
 // BEIR layout that `reignpipe train` and other BEIR tools take.
 func cmdImportdata(args []string) error {
 	fs := newFlagSet("importdata", args)
 	data := fs.String("data", "", "benchmark directory as published (BEIR/MTEB JSONL, Parquet or save_to_disk; LoCoV1; DAPFAM)")
 	out := fs.String("out", "", "output directory: corpus.jsonl, queries.jsonl, qrels/<split>.tsv, import.json")
-	format := fs.String("format", irdata.FormatAuto, "layout: auto, beir, loco or dapfam")
+	format := fs.String("format", dataset.FormatAuto, "layout: auto, beir, loco or dapfam")
 	subset := fs.String("subset", "", "LoCo subtask (default: all subtasks in one corpus)")
 	view := fs.String("view", "", "DAPFAM text view: fulltext (default), title-abstract, title-abstract-claims")
 	seed := fs.Uint64("seed", 42, "seed of DAPFAM's query-disjoint train/val/test split")
@@ -24,12 +23,12 @@ func cmdImportdata(args []string) error {
 	if len(pos) != 0 || *data == "" || *out == "" {
 		return usageError("importdata", "--data and --out are required")
 	}
-	o := irdata.Options{Format: *format, Subset: *subset, View: *view, Seed: *seed}
-	src, err := irdata.Open(*data, o)
+	o := dataset.Options{Format: *format, Subset: *subset, View: *view, Seed: *seed}
+	src, err := dataset.Open(*data, o)
 	if err != nil {
 		return err
 	}
-	if err := irdata.WriteBEIR(*out, src, irdata.ImportSummary{Input: *data, Options: o}); err != nil {
+	if err := dataset.WriteBEIR(*out, src, dataset.ImportSummary{Input: *data, Options: o}); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stdout, "%s from %s: %d documents, %d queries, splits %v, skipped %v\nwrote %s\n",

@@ -12,6 +12,7 @@ import (
 
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/internal/testenv"
+	"github.com/reignpipe/reignpipe/pipelines/reaggregate"
 	"github.com/reignpipe/reignpipe/stages/gn"
 	"github.com/reignpipe/reignpipe/stages/reign"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
@@ -76,7 +77,7 @@ func TestRunWithREIGN(t *testing.T) {
 	}
 
 	// Re-aggregation from the shards alone: no GN forward pass, the same vectors.
-	rsum, err := reaggregate(context.Background(), cfg, filepath.Join(dir, "reagg"))
+	rsum, err := reaggregate.Run(context.Background(), cfg, filepath.Join(dir, "reagg"))
 	if err != nil {
 		t.Fatal(err)
 	}

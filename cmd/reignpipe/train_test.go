@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/reignpipe/reignpipe/internal/testenv"
-	"github.com/reignpipe/reignpipe/pipelines/training"
+	"github.com/reignpipe/reignpipe/pipelines/train"
 	"github.com/reignpipe/reignpipe/stages/reign"
 )
 
@@ -23,7 +23,7 @@ import (
 // when `make train-deps` has not built it.
 func trainPython(t *testing.T) string {
 	t.Helper()
-	py, err := training.Python("")
+	py, err := train.Python("")
 	if err == nil {
 		var out []byte
 		if out, err = exec.Command(py, "-c", "import torch, safetensors, pyarrow, numpy").CombinedOutput(); err != nil {
@@ -154,9 +154,9 @@ func TestTrainREIGN(t *testing.T) {
 	cfg.Cache.RowsPerShard = 64
 	out := filepath.Join(dir, "train")
 	var log bytes.Buffer
-	opts := trainOptions{Data: data, Out: out, Size: "tiny-l1", Loss: "cosine3", Epochs: 3, Seed: 42,
+	opts := train.Options{Encode: encodeInProcess, Data: data, Out: out, Size: "tiny-l1", Loss: "cosine3", Epochs: 3, Seed: 42,
 		Extra: []string{"--lr", "1e-3", "--threads", "2"}, Stdout: &log, Stderr: &log}
-	sum, err := train(context.Background(), cfg, opts)
+	sum, err := train.Run(context.Background(), cfg, opts)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
@@ -171,7 +171,7 @@ func TestTrainREIGN(t *testing.T) {
 		t.Fatalf("trainer output:\n%s", log.String())
 	}
 	for _, f := range []string{"best/config.json", "best/model.safetensors", "best/reignpipe-manifest.json",
-		"last/model.safetensors", "train-log.jsonl", "eval-trainer.json", "train-summary.json", training.SequencesFile} {
+		"last/model.safetensors", "train-log.jsonl", "eval-trainer.json", "train-summary.json", train.SequencesFile} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Fatal(err)
 		}
@@ -226,51 +226,12 @@ func TestTrainREIGN(t *testing.T) {
 	// Training again: the chunk cache serves every window.
 	log.Reset()
 	opts.Out, opts.Epochs = filepath.Join(dir, "train2"), 1
-	again, err := train(context.Background(), cfg, opts)
+	again, err := train.Run(context.Background(), cfg, opts)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
 	if again.Encode.GNWindows != 0 || again.Encode.CacheHits != sum.Encode.Windows {
 		t.Fatalf("second training: %+v, first %+v", again.Encode, sum.Encode)
-	}
-}
-
-func TestTrainRefusesBadInput(t *testing.T) {
-	dir := t.TempDir()
-	cfg := testConfig(t, dir, filepath.Join(dir, "unused.jsonl"))
-	data := filepath.Join(dir, "data")
-	os.MkdirAll(data, 0o755)
-	os.WriteFile(filepath.Join(data, "corpus.jsonl"), []byte(`{"_id":"d","text":"x"}`+"\n"), 0o644)
-	os.WriteFile(filepath.Join(data, "queries.jsonl"), []byte(`{"_id":"q","text":"x"}`+"\n"), 0o644)
-	base := trainOptions{Data: data, Out: filepath.Join(dir, "out"), Size: "small-l2", Loss: "cosine3", Epochs: 1}
-	for _, c := range []struct {
-		edit func(*trainOptions)
-		want string
-	}{
-		{func(o *trainOptions) { o.Size = "huge-l9" }, "--size"},
-		{func(o *trainOptions) { o.Loss = "mse" }, "--loss"},
-		{func(o *trainOptions) { o.Epochs = 0 }, "--epochs"},
-		{func(o *trainOptions) { o.Data = filepath.Join(dir, "nope") }, "not a directory"},
-		{func(o *trainOptions) { o.Data = dir }, "reignpipe importdata"},
-		{func(o *trainOptions) { o.Python = filepath.Join(dir, "no-python") }, "make train-deps"},
-		{func(o *trainOptions) { o.Python, o.TrainerDir = os.Args[0], dir }, "no reigntrain"},
-	} {
-		o := base
-		c.edit(&o)
-		if _, err := train(context.Background(), cfg, o); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%+v: error %v, want one mentioning %q", o, err, c.want)
-		}
-	}
-	// Labelled training without qrels/train.tsv points at --self-supervised.
-	o := base
-	o.Python, o.TrainerDir = os.Args[0], filepath.Join(testenv.Root(), "ops", "train")
-	if _, err := train(context.Background(), cfg, o); err == nil || !strings.Contains(err.Error(), "--self-supervised") {
-		t.Errorf("no qrels: %v", err)
-	}
-	// An unlabelled directory without a corpus.
-	o.SelfSupervised, o.Data = true, dir
-	if _, err := train(context.Background(), cfg, o); err == nil || !strings.Contains(err.Error(), "no corpus.jsonl") {
-		t.Errorf("no corpus: %v", err)
 	}
 }
 

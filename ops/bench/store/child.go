@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/reignpipe/reignpipe/pipelines/reaggregate"
 	"github.com/reignpipe/reignpipe/stages/aggregate"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
@@ -135,7 +136,7 @@ func runChild(o childOptions) (sizeResult, error) {
 	if c, err = compareOpenFiles(c, opts, o, &res, func() func(func(int64) bool) { return randOrder(rng, docs, sample) }); err != nil {
 		return res, err
 	}
-	if res.ReaggSeconds, err = reaggregate(c, o, docs); err != nil {
+	if res.ReaggSeconds, err = timeReaggregate(c, o, docs); err != nil {
 		return res, err
 	}
 	res.ReaggWinPerS = float64(res.Windows) / res.ReaggSeconds
@@ -326,34 +327,24 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// reaggregate is what `reignpipe reaggregate` does without the GN and the sink: walk every
+// timeReaggregate times what `reignpipe reaggregate` does without the GN and the sink: walk every
 // manifest, fetch its windows, mean-pool them.
-func reaggregate(c *shardcache.Cache, o childOptions, docs int64) (float64, error) {
+func timeReaggregate(c *shardcache.Cache, o childOptions, docs int64) (float64, error) {
 	mp, err := aggregate.NewMeanPool(o.dim, fingerprint)
 	if err != nil {
 		return 0, err
 	}
-	chunks := make([][]float32, o.docWindows)
-	for i := range chunks {
-		chunks[i] = make([]float32, o.dim)
-	}
-	hits := make([]bool, o.docWindows)
+	rd := reaggregate.NewReader(c, o.dim)
 	vec := make([]float32, o.dim)
 	var seen int64
 	t0 := time.Now()
 	err = c.ScanManifests(func(m shardcache.Manifest) error {
-		for len(chunks) < len(m.Keys) {
-			chunks, hits = append(chunks, make([]float32, o.dim)), append(hits, false)
-		}
-		n, err := c.GetMany(m.Keys, chunks[:len(m.Keys)], hits[:len(m.Keys)])
+		chunks, err := rd.Chunks(m)
 		if err != nil {
-			return err
-		}
-		if n != len(m.Keys) {
-			return fmt.Errorf("%s: %d of %d windows found", m.DocID, n, len(m.Keys))
+			return fmt.Errorf("%s: %w", m.DocID, err)
 		}
 		seen++
-		return mp.Aggregate(chunks[:len(m.Keys)], vec)
+		return mp.Aggregate(chunks, vec)
 	})
 	if err != nil {
 		return 0, err
