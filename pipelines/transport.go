@@ -3,7 +3,8 @@ package pipelines
 import (
 	"fmt"
 	"os"
-	"regexp"
+
+	"github.com/reignpipe/reignpipe/pipelines/components"
 )
 
 // TransportConfig says how the stages of a pipeline are joined. "embedded" (the default) runs
@@ -82,7 +83,7 @@ func (k KafkaConfig) SASLPassword() (string, error) {
 	return k.SASL.Password, nil
 }
 
-var topicRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,200}$`)
+var topicRe = components.TopicName
 
 func (c *Config) validateTransport() error {
 	t := c.Transport
