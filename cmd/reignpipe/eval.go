@@ -334,7 +334,7 @@ func encodeSides(ctx context.Context, cfg *pipelines.Config, ds *eval.Dataset, o
 		if err != nil {
 			return n, err
 		}
-		rs, err := runWith(ctx, &c, true, wiring{source: src})
+		rs, err := runFrom(ctx, &c, src)
 		if err != nil {
 			return n, fmt.Errorf("encoding the %s: %w", side.what, err)
 		}
