@@ -140,6 +140,11 @@ func (r *Registry) Aggregator(typ string) (Aggregator, bool) {
 	return find(r.Aggregators, typ, aggregatorType)
 }
 
+// SourceTypes, SinkTypes and AggregatorTypes are the registered type names, in order.
+func (r *Registry) SourceTypes() []string     { return names(r.Sources, sourceType) }
+func (r *Registry) SinkTypes() []string       { return names(r.Sinks, sinkType) }
+func (r *Registry) AggregatorTypes() []string { return names(r.Aggregators, aggregatorType) }
+
 func sourceType(s Source) string         { return s.Type }
 func sinkType(s Sink) string             { return s.Type }
 func aggregatorType(a Aggregator) string { return a.Type }
@@ -159,7 +164,7 @@ func find[T any](list []T, typ string, name func(T) string) (T, bool) {
 func (r *Registry) CheckSource(c, def SourceConfig, bad Bad) error {
 	s, ok := r.Source(c.Type)
 	if !ok {
-		return bad("type", "unknown source %q (%s)", c.Type, strings.Join(names(r.Sources, sourceType), ", "))
+		return bad("type", "unknown source %q (%s)", c.Type, strings.Join(r.SourceTypes(), ", "))
 	}
 	if err := stray(c, def, s.Keys, declared(r.Sources, sourceType, func(s Source) []Key { return s.Keys }), "source", bad); err != nil {
 		return err
@@ -171,7 +176,7 @@ func (r *Registry) CheckSource(c, def SourceConfig, bad Bad) error {
 func (r *Registry) CheckSink(c SinkConfig, bad Bad) error {
 	s, ok := r.Sink(c.Type)
 	if !ok {
-		return bad("type", "unknown sink %q (%s)", c.Type, strings.Join(names(r.Sinks, sinkType), ", "))
+		return bad("type", "unknown sink %q (%s)", c.Type, strings.Join(r.SinkTypes(), ", "))
 	}
 	if err := stray(c, SinkConfig{}, s.Keys, declared(r.Sinks, sinkType, func(s Sink) []Key { return s.Keys }), "sink", bad); err != nil {
 		return err
@@ -183,7 +188,7 @@ func (r *Registry) CheckSink(c SinkConfig, bad Bad) error {
 func (r *Registry) CheckAggregate(c, def AggregateConfig, bad Bad) error {
 	a, ok := r.Aggregator(c.Type)
 	if !ok {
-		return bad("type", "unknown aggregation %q (%s)", c.Type, strings.Join(names(r.Aggregators, aggregatorType), ", "))
+		return bad("type", "unknown aggregation %q (%s)", c.Type, strings.Join(r.AggregatorTypes(), ", "))
 	}
 	if err := stray(c, def, a.Keys, declared(r.Aggregators, aggregatorType, func(a Aggregator) []Key { return a.Keys }), "aggregator", bad); err != nil {
 		return err
