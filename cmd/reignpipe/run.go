@@ -38,15 +38,19 @@ func cmdRun(ctx context.Context, args []string) error {
 
 // run executes one pipeline in this process and prints its summary, when it started, on stdout.
 func run(ctx context.Context, cfg *pipelines.Config, fromScratch bool) (*embedded.Summary, error) {
-	sum, err := launch.Run(ctx, cfg, launch.Options{FromScratch: fromScratch})
+	return printed(launch.Run(ctx, cfg, launch.Options{FromScratch: fromScratch}))
+}
+
+// runFrom runs cfg from scratch on documents the caller brings (eval's corpus and queries), and
+// prints its summary like run.
+func runFrom(ctx context.Context, cfg *pipelines.Config, src connectors.Source) (*embedded.Summary, error) {
+	return printed(launch.Run(ctx, cfg, launch.Options{FromScratch: true, Source: src}))
+}
+
+// printed writes a started run's summary on stdout.
+func printed(sum *embedded.Summary, err error) (*embedded.Summary, error) {
 	if sum != nil {
 		os.Stdout.Write(sum.JSON())
 	}
 	return sum, err
-}
-
-// runFrom runs cfg from scratch on documents the caller brings (eval's corpus and queries),
-// printing nothing.
-func runFrom(ctx context.Context, cfg *pipelines.Config, src connectors.Source) (*embedded.Summary, error) {
-	return launch.Run(ctx, cfg, launch.Options{FromScratch: true, Source: src})
 }

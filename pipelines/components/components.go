@@ -202,7 +202,8 @@ func kafkaSink() registry.Sink {
 			}
 			return s, nil
 		},
-		Output: func(c registry.SinkConfig) string { return "kafka:" + c.Topic },
+		Output:    func(c registry.SinkConfig) string { return "kafka:" + c.Topic },
+		Transport: "kafka",
 	}
 }
 

@@ -52,6 +52,9 @@ type Sink struct {
 	Open     func(c SinkConfig, env SinkEnv) (connectors.Sink, error)
 	// Output names where the sink writes, for the run summary.
 	Output func(c SinkConfig) string
+	// Transport is the transport.type the sink needs ("" = any): where its connection
+	// settings live.
+	Transport string
 }
 
 // SinkEnv is what a sink is opened with besides its section.
