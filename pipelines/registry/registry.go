@@ -232,7 +232,7 @@ func stray(c, def any, own []Key, owners map[string][]string, noun string, bad B
 	for i := 0; i < v.NumField(); i++ {
 		key := strings.Split(v.Type().Field(i).Tag.Get("yaml"), ",")[0]
 		types := owners[key]
-		if len(types) == 0 || hasKey(own, key) || reflect.DeepEqual(v.Field(i).Interface(), d.Field(i).Interface()) {
+		if len(types) == 0 || hasKey(own, key) || same(v.Field(i), d.Field(i)) {
 			continue
 		}
 		if len(types) == 1 {
@@ -241,6 +241,14 @@ func stray(c, def any, own []Key, owners map[string][]string, noun string, bad B
 		return bad(key, "applies only to the %s and %s %ss", strings.Join(types[:len(types)-1], ", "), types[len(types)-1], noun)
 	}
 	return nil
+}
+
+// same says whether a key's value is its default's; an empty list is the same as none.
+func same(v, def reflect.Value) bool {
+	if v.Kind() == reflect.Slice && v.Len() == 0 && def.Len() == 0 {
+		return true
+	}
+	return reflect.DeepEqual(v.Interface(), def.Interface())
 }
 
 func hasKey(keys []Key, name string) bool {
