@@ -20,8 +20,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/reignpipe/reignpipe/connectors/uspto"
 	"github.com/reignpipe/reignpipe/internal/commitpolicy"
+	"github.com/reignpipe/reignpipe/pipelines/components"
+	"github.com/reignpipe/reignpipe/pipelines/registry"
 	"github.com/reignpipe/reignpipe/stages/gn/gnbatch"
 )
 
@@ -44,34 +45,15 @@ type Config struct {
 	root *yaml.Node // kept to report the line of a bad value
 }
 
-// SourceConfig selects and configures the source connector.
-type SourceConfig struct {
-	Type    string `yaml:"type"` // wikipedia | jsonl | uspto
-	Path    string `yaml:"path"`
-	Index   string `yaml:"index"`   // wikipedia multistream index; "" = auto-detect
-	Name    string `yaml:"name"`    // id prefix; "" = from the data
-	Workers int    `yaml:"workers"` // wikipedia: parallel bz2 streams; 0 = all cores
-	// Sections picks and orders the parts of a patent's text (uspto): title, abstract, claims,
-	// description. Empty = all four in that order.
-	Sections []string `yaml:"sections"`
-	// Watch turns a directory path into a continuous source (jsonl, uspto): files matching
-	// Pattern are picked up as they appear, each file's progress checkpointed in state_dir.
-	Watch   bool     `yaml:"watch"`
-	Pattern string   `yaml:"pattern"` // file-name glob for watch; default "*"
-	Poll    Duration `yaml:"poll"`    // how often a watched directory is listed; default 10s
-	// Settle is how long a watched file must go unchanged before it is read, so a file copied
-	// in place is not read half written; default 2s. Files renamed in need none.
-	Settle Duration `yaml:"settle"`
-	// MaxDocBytes bounds one document's text: a larger one is dead-lettered with its size, so
-	// one huge input cannot take the run's memory. The readers that can bound their records
-	// before holding them follow it (JSONL lines: the bound + 1 MiB; patent XML records and
-	// Wikipedia pages: twice the bound). 0 = no bound.
-	MaxDocBytes int64 `yaml:"max_doc_bytes"`
-
-	// StateFile is where a watched source keeps its per-file checkpoint (set by the runner
-	// from run.state_dir, not by the user).
-	StateFile string `yaml:"-"`
-}
+// The component sections -- source, sinks[], aggregate -- and Duration are declared with the
+// component registry (package pipelines/registry), which the components read them through;
+// they are this package's own types under these names.
+type (
+	SourceConfig    = registry.SourceConfig
+	SinkConfig      = registry.SinkConfig
+	AggregateConfig = registry.AggregateConfig
+	Duration        = registry.Duration
+)
 
 // RuntimeConfig locates the ONNX Runtime library (one environment per process).
 type RuntimeConfig struct {
@@ -116,23 +98,6 @@ type CacheConfig struct {
 	RowsPerShard int    `yaml:"rows_per_shard"`
 }
 
-// AggregateConfig selects how chunk embeddings become a document vector.
-type AggregateConfig struct {
-	Type       string `yaml:"type"`       // meanpool | reign
-	Checkpoint string `yaml:"checkpoint"` // reign: directory with config.json + model.safetensors
-	// TrainedOn names the GN (name or fingerprint) a checkpoint without a reignpipe manifest was
-	// trained on; such a checkpoint is refused without it.
-	TrainedOn   string `yaml:"trained_on"`
-	SingleChunk string `yaml:"single_chunk"` // reign (reference behaviour) | gn (the paper's advice)
-}
-
-// SinkConfig is one output.
-type SinkConfig struct {
-	Type  string `yaml:"type"` // parquet | jsonl | kafka
-	Dir   string `yaml:"dir"`
-	Topic string `yaml:"topic"` // kafka: default <transport.kafka.topics>.vectors
-}
-
 // DeadLetterConfig is where failed inputs go.
 type DeadLetterConfig struct {
 	Path string `yaml:"path"`
@@ -152,19 +117,6 @@ type RunConfig struct {
 	// InflightBytes bounds the text of the documents between the reader and the writer, with
 	// Queue: memory follows the smaller of the two. 0 = no bound.
 	InflightBytes int64 `yaml:"inflight_bytes"`
-}
-
-// Duration is a time.Duration written as "20ms", "5s" in YAML.
-type Duration struct{ time.Duration }
-
-// UnmarshalYAML parses a Go duration string.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	v, err := time.ParseDuration(n.Value)
-	if err != nil {
-		return fmt.Errorf("line %d: %q is not a duration (e.g. 20ms, 5s)", n.Line, n.Value)
-	}
-	d.Duration = v
-	return nil
 }
 
 // Load reads, expands and validates a pipeline file. ${VAR} and ${VAR:-default} are expanded
@@ -240,12 +192,12 @@ func Defaults() *Config {
 		// TokenBudget and MaxBatch depend on gn.provider: set again after decoding for
 		// another provider unless written.
 		Batching: BatchingConfig{TokenBudget: gnbatch.For("cpu").TokenBudget, MaxBatch: gnbatch.For("cpu").MaxBatch,
-			MaxWait: Duration{20 * time.Millisecond}},
+			MaxWait: Duration{Duration: 20 * time.Millisecond}},
 		Cache:     CacheConfig{Dir: "out/cache", RowsPerShard: 8192},
 		Aggregate: AggregateConfig{Type: "meanpool", SingleChunk: "reign"},
 		Run: RunConfig{
-			StateDir: "out/state", CommitEvery: commitpolicy.Every, CommitInterval: Duration{commitpolicy.Interval},
-			Queue: 64, Progress: "auto", DrainTimeout: Duration{30 * time.Second}, InflightBytes: 64 << 20,
+			StateDir: "out/state", CommitEvery: commitpolicy.Every, CommitInterval: Duration{Duration: commitpolicy.Interval},
+			Queue: 64, Progress: "auto", DrainTimeout: Duration{Duration: 30 * time.Second}, InflightBytes: 64 << 20,
 		},
 		Transport: TransportConfig{Type: "embedded", Kafka: KafkaConfig{
 			Partitions: 6, ReplicationFactor: 1, MaxRecordBytes: 900_000, Compression: "zstd", StartOffset: "earliest", RawFormat: "json",
@@ -314,31 +266,28 @@ func (c *Config) bad(path, format string, args ...any) error {
 
 var providerRe = regexp.MustCompile(`^(cpu|cuda:[0-9]+)$`)
 
-// Validate checks every value and reports the first bad one with its line.
+// under reports bad values of the keys of section (a dotted path) with their lines.
+func (c *Config) under(section string) registry.Bad {
+	return func(key, format string, args ...any) error { return c.bad(section+"."+key, format, args...) }
+}
+
+// Validate checks every value and reports the first bad one with its line. The component
+// sections (source, aggregate, sinks) are checked against the built-in component registry:
+// their types, the keys each type reads, and each type's own rules.
 func (c *Config) Validate() error {
+	reg, def := components.Builtin(), Defaults()
 	switch {
 	case c.Version != 1:
 		return c.bad("version", "unsupported version %d (this reignpipe reads version 1)", c.Version)
 	case c.Name == "":
 		return c.bad("name", "a pipeline needs a name (it keys the checkpoint)")
-	case c.Source.Type != "wikipedia" && c.Source.Type != "jsonl" && c.Source.Type != "uspto":
-		return c.bad("source.type", "unknown source %q (wikipedia, jsonl, uspto)", c.Source.Type)
-	case c.Source.Watch && c.Source.Type == "wikipedia":
-		return c.bad("source.watch", "applies to the jsonl and uspto sources")
-	case c.Source.Pattern != "" && !c.Source.Watch:
-		return c.bad("source.pattern", "applies only with watch: true (else put the glob in path)")
-	case c.Source.Poll.Duration < 0:
-		return c.bad("source.poll", "must be >= 0")
-	case c.Source.Settle.Duration < 0:
-		return c.bad("source.settle", "must be >= 0")
-	case c.Source.Settle.Duration != 0 && !c.Source.Watch:
-		return c.bad("source.settle", "applies only with watch: true")
-	case len(c.Source.Sections) > 0 && c.Source.Type != "uspto":
-		return c.bad("source.sections", "applies only to the uspto source")
+	}
+	if err := reg.CheckSource(c.Source, def.Source, c.under("source")); err != nil {
+		return err
+	}
+	switch {
 	case c.Source.Path == "":
 		return c.bad("source.path", "missing input path")
-	case c.Source.Workers < 0:
-		return c.bad("source.workers", "must be >= 0")
 	case c.GN.Name == "" && (c.GN.Model == "" || c.GN.Tokenizer == ""):
 		return c.bad("gn", "name a fetched GN (gn.name) or give gn.model and gn.tokenizer")
 	case c.GN.Optimized && (c.GN.Name == "" || c.GN.Model != ""):
@@ -365,14 +314,11 @@ func (c *Config) Validate() error {
 		return c.bad("cache.dir", "missing")
 	case c.Cache.RowsPerShard < 1:
 		return c.bad("cache.rows_per_shard", "must be >= 1")
-	case c.Aggregate.Type != "meanpool" && c.Aggregate.Type != "reign":
-		return c.bad("aggregate.type", "unknown aggregation %q (meanpool, reign)", c.Aggregate.Type)
-	case c.Aggregate.Type == "reign" && c.Aggregate.Checkpoint == "":
-		return c.bad("aggregate.checkpoint", "reign needs a checkpoint directory")
-	case c.Aggregate.Type == "meanpool" && (c.Aggregate.Checkpoint != "" || c.Aggregate.TrainedOn != ""):
-		return c.bad("aggregate", "checkpoint and trained_on apply only to type reign")
-	case c.Aggregate.SingleChunk != "reign" && c.Aggregate.SingleChunk != "gn":
-		return c.bad("aggregate.single_chunk", "%q is not reign or gn", c.Aggregate.SingleChunk)
+	}
+	if err := reg.CheckAggregate(c.Aggregate, def.Aggregate, c.under("aggregate")); err != nil {
+		return err
+	}
+	switch {
 	case len(c.Sinks) == 0:
 		return c.bad("sinks", "at least one sink is needed")
 	case c.Run.CommitEvery < 1:
@@ -392,31 +338,14 @@ func (c *Config) Validate() error {
 	case c.Run.StateDir == "":
 		return c.bad("run.state_dir", "missing")
 	}
-	if c.Source.Type == "uspto" {
-		if err := uspto.ValidateSections(c.Source.Sections); err != nil {
-			return c.bad("source.sections", "%v", err)
-		}
-	}
 	dirs := map[string]bool{}
 	for i, s := range c.Sinks {
 		p := fmt.Sprintf("sinks.%d", i)
-		if s.Type != "parquet" && s.Type != "jsonl" && s.Type != "kafka" {
-			return c.bad(p+".type", "unknown sink %q (parquet, jsonl, kafka)", s.Type)
-		}
-		if s.Type == "kafka" {
-			if s.Dir != "" {
-				return c.bad(p+".dir", "a kafka sink writes to a topic, not a directory")
-			}
-			if s.Topic != "" && !topicRe.MatchString(s.Topic) {
-				return c.bad(p+".topic", "%q is not a valid topic name", s.Topic)
-			}
-			continue
-		}
-		if s.Topic != "" {
-			return c.bad(p+".topic", "applies only to a kafka sink")
+		if err := reg.CheckSink(s, c.under(p)); err != nil {
+			return err
 		}
 		if s.Dir == "" {
-			return c.bad(p+".dir", "missing")
+			continue
 		}
 		if dirs[filepath.Clean(s.Dir)] {
 			return c.bad(p+".dir", "%s is used by another sink", s.Dir)

@@ -51,6 +51,15 @@ func TestRejectsWithLine(t *testing.T) {
 		{"settle without watch", strings.Replace(minimal, "  path: in.jsonl\n", "  path: in.jsonl\n  settle: 5s\n", 1), "source.settle: applies only with watch"},
 		{"negative settle", strings.Replace(minimal, "  path: in.jsonl\n", "  path: in.jsonl\n  watch: true\n  settle: -1s\n", 1), "source.settle: must be >= 0"},
 		{"negative workers", minimal + "run:\n  tokenize_workers: -1\n", "line 10: run.tokenize_workers"},
+		{"unknown source names the registered ones", strings.Replace(minimal, "type: jsonl", "type: rss", 1), "unknown source \"rss\" (wikipedia, jsonl, uspto)"},
+		{"watch on wikipedia", strings.Replace(minimal, "type: jsonl", "type: wikipedia\n  watch: true", 1), "line 5: source.watch: applies only to the jsonl and uspto sources"},
+		{"workers on jsonl", strings.Replace(minimal, "  path: in.jsonl\n", "  path: in.jsonl\n  workers: 4\n", 1), "line 6: source.workers: applies only to the wikipedia source"},
+		{"checkpoint on meanpool", minimal + "aggregate:\n  checkpoint: ck\n", "line 10: aggregate.checkpoint: applies only to the reign aggregator"},
+		{"reign without checkpoint", minimal + "aggregate:\n  type: reign\n", "aggregate.checkpoint: reign needs a checkpoint directory"},
+		{"unknown aggregation", minimal + "aggregate:\n  type: max\n", "line 10: aggregate.type: unknown aggregation \"max\" (meanpool, reign)"},
+		{"dir on a kafka sink", strings.Replace(minimal, "type: parquet", "type: kafka", 1), "line 8: sinks.0.dir: applies only to the parquet and jsonl sinks"},
+		{"topic on a parquet sink", minimal + "    topic: v\n", "line 9: sinks.0.topic: applies only to the kafka sink"},
+		{"kafka sink without kafka", strings.Replace(minimal, "type: parquet\n    dir: out/v", "type: kafka", 1), "line 7: sinks.0.type: a kafka sink needs transport.type: kafka"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -62,6 +71,19 @@ func TestRejectsWithLine(t *testing.T) {
 				t.Fatalf("error %q does not contain %q", err, c.want)
 			}
 		})
+	}
+}
+
+// Keys left at their default, or written empty, are not "set" for a type that does not read
+// them.
+func TestOtherTypesKeysAtDefault(t *testing.T) {
+	for _, y := range []string{
+		strings.Replace(minimal, "  path: in.jsonl\n", "  path: in.jsonl\n  sections: []\n  workers: 0\n", 1),
+		minimal + "aggregate:\n  single_chunk: reign\n",
+	} {
+		if _, err := Parse([]byte(y)); err != nil {
+			t.Errorf("%v\n%s", err, y)
+		}
 	}
 }
 

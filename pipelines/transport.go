@@ -3,7 +3,8 @@ package pipelines
 import (
 	"fmt"
 	"os"
-	"regexp"
+
+	"github.com/reignpipe/reignpipe/pipelines/components"
 )
 
 // TransportConfig says how the stages of a pipeline are joined. "embedded" (the default) runs
@@ -82,21 +83,21 @@ func (k KafkaConfig) SASLPassword() (string, error) {
 	return k.SASL.Password, nil
 }
 
-var topicRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,200}$`)
+var topicRe = components.TopicName
 
 func (c *Config) validateTransport() error {
 	t := c.Transport
-	switch t.Type {
-	case "embedded":
-		for i, s := range c.Sinks {
-			if s.Type == "kafka" {
-				return c.bad(fmt.Sprintf("sinks.%d.type", i), "a kafka sink needs transport.type: kafka (brokers and security live there)")
-			}
-		}
-		return nil
-	case "kafka":
-	default:
+	if t.Type != "embedded" && t.Type != "kafka" {
 		return c.bad("transport.type", "%q is not embedded or kafka", t.Type)
+	}
+	reg := components.Builtin()
+	for i, s := range c.Sinks {
+		if typ, ok := reg.Sink(s.Type); ok && typ.Transport != "" && typ.Transport != t.Type {
+			return c.bad(fmt.Sprintf("sinks.%d.type", i), "a %s sink needs transport.type: %s (its connection settings live there)", s.Type, typ.Transport)
+		}
+	}
+	if t.Type == "embedded" {
+		return nil
 	}
 	k := t.Kafka
 	switch {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/reignpipe/reignpipe/pipelines/components"
 )
 
 // command is one entry of the command table: its synopsis is the one place its usage is
@@ -41,6 +43,7 @@ func commands() []command {
 			synopsis: "--kind patent-claims|halves --source wikipedia|jsonl|uspto|textdir --input PATH --out DIR [--seed 42] [--min-chars 2000]", run: cmdBenchdata},
 		{name: "importdata", summary: "rewrite a published benchmark (LoCoV1, DAPFAM, MTEB) as BEIR",
 			synopsis: "--data DIR --out DIR [--format auto|beir|loco|dapfam] [--subset NAME] [--view V] [--seed 42]", run: func(_ context.Context, a []string) error { return cmdImportdata(a) }},
+		{name: "components", summary: "list the source, sink and aggregation types with their keys, defaults and docs", run: cmdComponents},
 		{name: "version", summary: "print the version", run: func(context.Context, []string) error {
 			fmt.Println("reignpipe", version)
 			return nil
@@ -83,6 +86,7 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
 	}
+	componentTypes(w, components.Builtin())
 	fmt.Fprintln(w, "\n`reignpipe CMD --help` lists a command's flags.")
 }
 

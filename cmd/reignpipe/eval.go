@@ -16,7 +16,11 @@ import (
 // encodeInProcess is how eval and train run a pipeline over a benchmark's documents: the
 // embedded runner, from scratch, reading them instead of the configured source.
 func encodeInProcess(ctx context.Context, cfg *pipelines.Config, src connectors.Source) (embedded.Summary, error) {
-	return runWith(ctx, cfg, true, wiring{source: src})
+	sum, err := runFrom(ctx, cfg, src)
+	if sum == nil {
+		return embedded.Summary{}, err
+	}
+	return *sum, err
 }
 
 // cmdEval scores a pipeline on a benchmark (pipelines/bench/eval): BM25, the GN truncated to

@@ -9,10 +9,11 @@ import (
 	"fmt"
 
 	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/components"
+	"github.com/reignpipe/reignpipe/pipelines/registry"
 	"github.com/reignpipe/reignpipe/stages/aggregate"
 	"github.com/reignpipe/reignpipe/stages/chunk"
 	"github.com/reignpipe/reignpipe/stages/gn"
-	"github.com/reignpipe/reignpipe/stages/reign"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 	"github.com/reignpipe/reignpipe/stages/wordpiece"
 )
@@ -118,35 +119,21 @@ func (p *Parts) Close() error {
 	return errors.Join(errs...)
 }
 
-// BuildAggregator makes the configured document aggregation. REIGN checkpoints are checked
-// against the GN and window setting in use before anything runs; close releases the REIGN
-// session (a no-op for mean-pool). rt may be nil for mean-pool, which runs no session.
+// BuildAggregator makes the configured document aggregation, through its type in the component
+// registry (a REIGN checkpoint is checked against the GN and window setting in use before
+// anything runs); close releases its sessions (a no-op for mean-pool). rt may be nil for
+// mean-pool, which runs no session.
 func BuildAggregator(rt *gn.Runtime, cfg *pipelines.Config, id gn.Identity, p chunk.Params) (agg, companion aggregate.Aggregator, close func(), err error) {
-	meanPool, err := aggregate.NewMeanPool(id.Dim, id.Fingerprint)
-	if err != nil {
-		return nil, nil, nil, err
+	a, ok := components.Builtin().Aggregator(cfg.Aggregate.Type)
+	if !ok {
+		return nil, nil, nil, fmt.Errorf("no aggregation %q", cfg.Aggregate.Type)
 	}
-	if cfg.Aggregate.Type == "meanpool" {
-		return meanPool, nil, func() {}, nil
-	}
-	dir := cfg.Aggregate.Checkpoint
-	ck, err := reign.Load(dir)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("REIGN checkpoint: %w", err)
-	}
-	space := reign.Space{GNName: cfg.GN.Name, GNFingerprint: id.Fingerprint, GNDim: id.Dim, K: p.K, S: p.S}
-	if err := reign.CheckSpace(dir, ck, space, cfg.Aggregate.TrainedOn); err != nil {
-		return nil, nil, nil, err
-	}
-	st, err := reign.NewStage(rt, ck, reign.StageOptions{
+	b, err := a.Build(registry.AggregatorEnv{
+		Config: cfg.Aggregate, Runtime: rt, GN: id, GNName: cfg.GN.Name, Params: p,
 		Provider: cfg.GN.Provider, IntraOpThreads: cfg.GN.IntraOpThreads, InterOpThreads: cfg.GN.InterOpThreads,
 	})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	closeStage := func() { st.Close() }
-	if cfg.Aggregate.SingleChunk == "gn" {
-		return aggregate.SingleChunkRouter{Multi: st, Single: meanPool}, meanPool, closeStage, nil
-	}
-	return st, meanPool, closeStage, nil
+	return b.Aggregator, b.Companion, b.Close, nil
 }

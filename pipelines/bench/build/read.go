@@ -12,10 +12,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/reignpipe/reignpipe/connectors"
-	"github.com/reignpipe/reignpipe/connectors/jsonl"
-	"github.com/reignpipe/reignpipe/connectors/multifile"
 	"github.com/reignpipe/reignpipe/connectors/uspto"
-	"github.com/reignpipe/reignpipe/connectors/wikipedia"
+	"github.com/reignpipe/reignpipe/pipelines/components"
+	"github.com/reignpipe/reignpipe/pipelines/registry"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -49,21 +48,14 @@ func (s *docSet) add(d doc) {
 	}
 }
 
-// openSource opens a connector source; sections applies to USPTO only (nil = its default).
+// openSource opens a source type of the component registry, reading every file of input once;
+// sections applies to USPTO only (nil = its default).
 func openSource(source, input string, sections []string) (connectors.Source, error) {
-	switch source {
-	case SourceWikipedia:
-		return wikipedia.Open(wikipedia.Options{Path: input})
-	case SourceJSONL:
-		return multifile.Open(input, func(p string) (connectors.Source, error) {
-			return jsonl.Open(jsonl.Options{Path: p})
-		})
-	case SourceUSPTO:
-		return multifile.Open(input, func(p string) (connectors.Source, error) {
-			return uspto.Open(uspto.Options{Path: p, Sections: sections})
-		})
+	typ, ok := components.Builtin().Source(source)
+	if !ok {
+		return nil, fmt.Errorf("benchdata: source %q is not a connector", source)
 	}
-	return nil, fmt.Errorf("benchdata: source %q is not a connector", source)
+	return typ.Open(registry.SourceConfig{Type: source, Path: input, Sections: sections})
 }
 
 // readAll reads a source to its end into a docSet. Inputs the source cannot decode are

@@ -1,0 +1,268 @@
+// Package components declares the built-in component types -- the wikipedia, jsonl and uspto
+// sources, the parquet, jsonl and kafka sinks, the meanpool and reign aggregations -- each with
+// its keys, defaults, docs, validation and constructor in one place (see package
+// pipelines/registry). Builtin returns them; nothing registers itself.
+package components
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+
+	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/connectors/jsonl"
+	"github.com/reignpipe/reignpipe/connectors/multifile"
+	"github.com/reignpipe/reignpipe/connectors/uspto"
+	"github.com/reignpipe/reignpipe/connectors/vectorfile"
+	"github.com/reignpipe/reignpipe/connectors/watchdir"
+	"github.com/reignpipe/reignpipe/connectors/wikipedia"
+	"github.com/reignpipe/reignpipe/pipelines/registry"
+	"github.com/reignpipe/reignpipe/stages/aggregate"
+	"github.com/reignpipe/reignpipe/stages/reign"
+)
+
+// Builtin returns the registry of the built-in components, in the order help lists them.
+func Builtin() *registry.Registry {
+	return &registry.Registry{
+		Sources: []registry.Source{wikipediaSource(), jsonlSource(), usptoSource()},
+		Sinks: []registry.Sink{
+			fileSink("parquet", "Parquet vector part files", openParquet),
+			fileSink("jsonl", "JSONL vector part files, each with its sha256", openJSONL),
+			kafkaSink(),
+		},
+		Aggregators: []registry.Aggregator{meanPool(), reignAggregator()},
+		SourceKeys: []registry.Key{
+			{Name: "path", Default: "—", Doc: "input file; for jsonl and uspto also a directory or a glob, read in name order"},
+			{Name: "name", Default: "from data", Doc: "id prefix; default: the dump's dbname / the file name"},
+			{Name: "max_doc_bytes", Default: "33554432 (32 MiB)", Doc: "a document with more text is dead-lettered; 0 = no bound"},
+		},
+	}
+}
+
+func wikipediaSource() registry.Source {
+	return registry.Source{
+		Type: "wikipedia",
+		Doc:  "MediaWiki pages-articles XML: plain, .bz2 or multistream .bz2 with its index",
+		Keys: []registry.Key{
+			{Name: "index", Default: "auto", Doc: "multistream index (*-index.txt.bz2 beside the dump)"},
+			{Name: "workers", Default: "all cores", Doc: "parallel bz2 streams"},
+		},
+		Validate: func(c registry.SourceConfig, bad registry.Bad) error {
+			if c.Workers < 0 {
+				return bad("workers", "must be >= 0")
+			}
+			return nil
+		},
+		Open: func(c registry.SourceConfig) (connectors.Source, error) {
+			return wikipedia.Open(wikipedia.Options{Path: c.Path, Index: c.Index, Source: c.Name, Workers: c.Workers, MaxPageBytes: int(markupBound(c.MaxDocBytes))})
+		},
+	}
+}
+
+// fileKeys are the keys of the sources that read a path of files: a folder or glob read once,
+// or a folder watched (watch: true).
+var fileKeys = []registry.Key{
+	{Name: "watch", Default: "false", Doc: "path is a directory watched for new files; each file's progress is checkpointed in run.state_dir"},
+	{Name: "pattern", Default: "*", Doc: "watched files' name glob"},
+	{Name: "poll", Default: "10s", Doc: "how often a watched directory is listed"},
+	{Name: "settle", Default: "2s", Doc: "a watched file is read only after it has not changed for this long"},
+}
+
+func validateFiles(c registry.SourceConfig, bad registry.Bad) error {
+	switch {
+	case c.Pattern != "" && !c.Watch:
+		return bad("pattern", "applies only with watch: true (else put the glob in path)")
+	case c.Poll.Duration < 0:
+		return bad("poll", "must be >= 0")
+	case c.Settle.Duration < 0:
+		return bad("settle", "must be >= 0")
+	case c.Settle.Duration != 0 && !c.Watch:
+		return bad("settle", "applies only with watch: true")
+	}
+	return nil
+}
+
+func jsonlSource() registry.Source {
+	return registry.Source{
+		Type: "jsonl", Doc: "one JSON document per line (id, title, text)", Keys: fileKeys, Validate: validateFiles,
+		Open: func(c registry.SourceConfig) (connectors.Source, error) {
+			return files(c, func(p string) (connectors.Source, error) {
+				return jsonl.Open(jsonl.Options{Path: p, Source: c.Name, MaxLineBytes: jsonlLineBound(c.MaxDocBytes)})
+			})
+		},
+	}
+}
+
+func usptoSource() registry.Source {
+	return registry.Source{
+		Type: "uspto", Doc: "USPTO full-text grants and applications, .xml or .zip",
+		Keys: append([]registry.Key{{Name: "sections", Default: "all", Doc: "which parts make the text, in order: title, abstract, claims, description"}}, fileKeys...),
+		Validate: func(c registry.SourceConfig, bad registry.Bad) error {
+			if err := validateFiles(c, bad); err != nil {
+				return err
+			}
+			if err := uspto.ValidateSections(c.Sections); err != nil {
+				return bad("sections", "%v", err)
+			}
+			return nil
+		},
+		Open: func(c registry.SourceConfig) (connectors.Source, error) {
+			if err := uspto.ValidateSections(c.Sections); err != nil {
+				return nil, err
+			}
+			return files(c, func(p string) (connectors.Source, error) {
+				return uspto.Open(uspto.Options{Path: p, Sections: c.Sections, MaxDocBytes: markupBound(c.MaxDocBytes)})
+			})
+		},
+	}
+}
+
+// jsonlLineBound is the longest JSONL line worth reading under source.max_doc_bytes: the text
+// plus 1 MiB for the other fields and JSON syntax. A line past it is skipped as a bad input
+// without being held, so an oversized document costs the reader this much memory, not its size.
+// Text heavy in JSON escapes can make a line longer than its text: such a document is refused
+// slightly early, with a reason that names the bound.
+func jsonlLineBound(maxDocBytes int64) int {
+	if maxDocBytes <= 0 {
+		return 0 // the reader's own bound
+	}
+	return int(maxDocBytes) + 1<<20
+}
+
+// markupBound is the longest XML record (a patent, a Wikipedia page) worth reading under
+// source.max_doc_bytes: twice the text bound, for the markup around the text (the default, 32 MiB
+// of text, gives the patent splitter's own 64 MiB). A longer record is skipped as a bad input
+// without being held.
+func markupBound(maxDocBytes int64) int64 {
+	if maxDocBytes <= 0 {
+		return 0 // the reader's own bound
+	}
+	return min(2*maxDocBytes, math.MaxInt32)
+}
+
+// files opens a path of per-file sources: watched, or a fixed set read once.
+func files(c registry.SourceConfig, open func(string) (connectors.Source, error)) (connectors.Source, error) {
+	if c.Watch {
+		return watchdir.Open(watchdir.Options{Dir: c.Path, Pattern: c.Pattern, Open: open, StateFile: c.StateFile, Poll: c.Poll.Duration, Settle: c.Settle.Duration})
+	}
+	return multifile.Open(c.Path, open)
+}
+
+func openParquet(c registry.SinkConfig, env registry.SinkEnv) (connectors.Sink, error) {
+	return vectorfile.NewParquet(vectorfile.ParquetOptions{Dir: c.Dir, Dim: env.Dim, GNDim: env.GNDim, Metadata: env.Meta})
+}
+
+func openJSONL(c registry.SinkConfig, _ registry.SinkEnv) (connectors.Sink, error) {
+	return vectorfile.NewJSONL(vectorfile.JSONLOptions{Dir: c.Dir})
+}
+
+// fileSink is a sink writing part files into sinks[].dir.
+func fileSink(typ, doc string, open func(registry.SinkConfig, registry.SinkEnv) (connectors.Sink, error)) registry.Sink {
+	return registry.Sink{
+		Type: typ, Doc: doc,
+		Keys: []registry.Key{{Name: "dir", Default: "—", Doc: "folder of the part files (one sink per folder)"}},
+		Validate: func(c registry.SinkConfig, bad registry.Bad) error {
+			if c.Dir == "" {
+				return bad("dir", "missing")
+			}
+			return nil
+		},
+		Open: func(c registry.SinkConfig, env registry.SinkEnv) (connectors.Sink, error) {
+			s, err := open(c, env)
+			if err != nil {
+				return nil, fmt.Errorf("sink %s %s: %w", c.Type, c.Dir, err)
+			}
+			return s, nil
+		},
+		Output: func(c registry.SinkConfig) string { return c.Dir },
+	}
+}
+
+// TopicName is the rule for the topic names and prefixes a pipeline file gives.
+var TopicName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,200}$`)
+
+func kafkaSink() registry.Sink {
+	return registry.Sink{
+		Type: "kafka", Doc: "vectors to a compacted topic keyed by doc id (transport.type: kafka)",
+		Keys: []registry.Key{{Name: "topic", Default: "<p>.vectors", Doc: "the vector topic; default <transport.kafka.topics>.vectors"}},
+		Validate: func(c registry.SinkConfig, bad registry.Bad) error {
+			if c.Topic != "" && !TopicName.MatchString(c.Topic) {
+				return bad("topic", "%q is not a valid topic name", c.Topic)
+			}
+			return nil
+		},
+		Open: func(c registry.SinkConfig, env registry.SinkEnv) (connectors.Sink, error) {
+			if env.Kafka == nil {
+				return nil, errors.New("a kafka sink needs transport.type: kafka")
+			}
+			s, err := env.Kafka(c)
+			if err != nil {
+				return nil, fmt.Errorf("sink kafka: %w", err)
+			}
+			return s, nil
+		},
+		Output:    func(c registry.SinkConfig) string { return "kafka:" + c.Topic },
+		Transport: "kafka",
+	}
+}
+
+func meanPool() registry.Aggregator {
+	return registry.Aggregator{
+		Type: "meanpool", Doc: "GN chunked mean-pool (no checkpoint)",
+		Build: func(env registry.AggregatorEnv) (registry.Built, error) {
+			mp, err := aggregate.NewMeanPool(env.GN.Dim, env.GN.Fingerprint)
+			return registry.Built{Aggregator: mp, Close: func() {}}, err
+		},
+	}
+}
+
+func reignAggregator() registry.Aggregator {
+	return registry.Aggregator{
+		Type: "reign", Doc: "a REIGN checkpoint run on ONNX Runtime; vectors also carry their GN mean-pool companion",
+		Keys: []registry.Key{
+			{Name: "checkpoint", Default: "—", Doc: "directory with config.json + model.safetensors (+ reignpipe-manifest.json)"},
+			{Name: "trained_on", Default: "—", Doc: "GN name or fingerprint, required for a checkpoint without a manifest"},
+			{Name: "single_chunk", Default: "reign", Doc: "gn sends one-chunk documents to the GN mean-pool vector"},
+		},
+		Validate: func(c registry.AggregateConfig, bad registry.Bad) error {
+			switch {
+			case c.Checkpoint == "":
+				return bad("checkpoint", "reign needs a checkpoint directory")
+			case c.SingleChunk != "reign" && c.SingleChunk != "gn":
+				return bad("single_chunk", "%q is not reign or gn", c.SingleChunk)
+			}
+			return nil
+		},
+		Build: buildREIGN,
+	}
+}
+
+// buildREIGN checks the checkpoint against the GN and window setting in use before anything
+// runs, then opens its session on the GN's ONNX Runtime environment.
+func buildREIGN(env registry.AggregatorEnv) (registry.Built, error) {
+	meanPool, err := aggregate.NewMeanPool(env.GN.Dim, env.GN.Fingerprint)
+	if err != nil {
+		return registry.Built{}, err
+	}
+	dir := env.Config.Checkpoint
+	ck, err := reign.Load(dir)
+	if err != nil {
+		return registry.Built{}, fmt.Errorf("REIGN checkpoint: %w", err)
+	}
+	space := reign.Space{GNName: env.GNName, GNFingerprint: env.GN.Fingerprint, GNDim: env.GN.Dim, K: env.Params.K, S: env.Params.S}
+	if err := reign.CheckSpace(dir, ck, space, env.Config.TrainedOn); err != nil {
+		return registry.Built{}, err
+	}
+	st, err := reign.NewStage(env.Runtime, ck, reign.StageOptions{
+		Provider: env.Provider, IntraOpThreads: env.IntraOpThreads, InterOpThreads: env.InterOpThreads,
+	})
+	if err != nil {
+		return registry.Built{}, err
+	}
+	b := registry.Built{Aggregator: st, Companion: meanPool, Close: func() { st.Close() }}
+	if env.Config.SingleChunk == "gn" {
+		b.Aggregator = aggregate.SingleChunkRouter{Multi: st, Single: meanPool}
+	}
+	return b, nil
+}

@@ -1,0 +1,79 @@
+package components
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/pipelines/registry"
+)
+
+func TestBuiltinIsValid(t *testing.T) {
+	if err := Builtin().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// openSource opens a built-in source type.
+func openSource(t *testing.T, typ string, c registry.SourceConfig) connectors.Source {
+	t.Helper()
+	s, ok := Builtin().Source(typ)
+	if !ok {
+		t.Fatalf("no source %q", typ)
+	}
+	src, err := s.Open(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
+// source.max_doc_bytes reaches the patent splitter: a record past twice the bound is a bad
+// input naming the bound, and the next record is still read.
+func TestUSPTORecordBoundFollowsMaxDocBytes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ipg.xml")
+	big := "<?xml version=\"1.0\"?>\n<us-patent-grant>" + strings.Repeat("x", 5000) + "</us-patent-grant>\n"
+	small := "<?xml version=\"1.0\"?>\n<us-patent-grant></us-patent-grant>\n"
+	if err := os.WriteFile(path, []byte(big+small), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := openSource(t, "uspto", registry.SourceConfig{Path: path, MaxDocBytes: 1000})
+	defer src.Close(context.Background())
+	_, _, err := src.Read(context.Background())
+	var bad *connectors.BadInputError
+	if !errors.As(err, &bad) || !strings.Contains(err.Error(), "2000-byte limit") {
+		t.Fatalf("first record: %v, want a bad input over the 2000-byte limit", err)
+	}
+	if _, _, err := src.Read(context.Background()); errors.As(err, &bad) && strings.Contains(err.Error(), "limit") {
+		t.Fatalf("second record refused too: %v", err)
+	}
+}
+
+// The same bound reaches the Wikipedia reader: a page past twice source.max_doc_bytes is a bad
+// input naming the page.
+func TestWikipediaPageBoundFollowsMaxDocBytes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "testwiki-pages.xml")
+	page := func(id int, text string) string {
+		return fmt.Sprintf("<page><title>T%d</title><ns>0</ns><id>%d</id><revision><id>%d</id><text>%s</text></revision></page>\n", id, id, id+100, text)
+	}
+	dump := "<mediawiki><siteinfo><dbname>testwiki</dbname></siteinfo>\n" + page(1, strings.Repeat("word ", 1000)) + page(2, "short text") + "</mediawiki>\n"
+	if err := os.WriteFile(path, []byte(dump), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := openSource(t, "wikipedia", registry.SourceConfig{Path: path, MaxDocBytes: 1000})
+	defer src.Close(context.Background())
+	_, ack, err := src.Read(context.Background())
+	var bad *connectors.BadInputError
+	if !errors.As(err, &bad) || bad.DocID != "testwiki:1" || !strings.Contains(err.Error(), "over the bound of 2000") {
+		t.Fatalf("first page: %v, want a bad input over the bound of 2000", err)
+	}
+	_ = ack(context.Background(), err)
+	if d, _, err := src.Read(context.Background()); err != nil || d.ID != "testwiki:2" {
+		t.Fatalf("second page: %v %v", d.ID, err)
+	}
+}

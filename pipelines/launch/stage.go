@@ -1,0 +1,300 @@
+package launch
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/connectors/kafka"
+	"github.com/reignpipe/reignpipe/connectors/uspto"
+	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
+	"github.com/reignpipe/reignpipe/internal/promtext"
+	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/distributed"
+	"github.com/reignpipe/reignpipe/pipelines/embedded"
+	"github.com/reignpipe/reignpipe/pipelines/parts"
+	"github.com/reignpipe/reignpipe/pipelines/runstate"
+	"github.com/reignpipe/reignpipe/schemas"
+)
+
+// StageNames are the processes of distributed mode and what each does; "process" is embed and
+// aggregate in one process (raw topic → vectors), for clusters where the chunk topic is not
+// worth its bytes.
+var StageNames = map[string]string{
+	"ingest":    "source connector → <topics>.raw",
+	"embed":     "<topics>.raw → chunking, GN, chunk cache → <topics>.chunks",
+	"aggregate": "<topics>.chunks → REIGN or mean-pool → sinks",
+	"process":   "<topics>.raw → chunking, GN, cache, aggregation → sinks",
+}
+
+// rawFormats maps transport.kafka.raw_format to the decoder of the raw topic's values.
+var rawFormats = map[string]func(pipelines.SourceConfig) kafka.Decoder{
+	"json": func(pipelines.SourceConfig) kafka.Decoder { return kafka.RawJSON },
+	"uspto-xml": func(c pipelines.SourceConfig) kafka.Decoder {
+		return func(v []byte) (schemas.Document, string, error) { return uspto.DecodeXML(v, c.Sections) }
+	},
+}
+
+// StageOptions tune one stage process.
+type StageOptions struct {
+	// IdleExit ends the stage after no input arrived for this long (0: run until cancelled).
+	IdleExit time.Duration
+	// FromScratch (ingest) forgets the source checkpoint.
+	FromScratch bool
+}
+
+// Summary is a stage's outcome, as the JSON line a command prints.
+type Summary interface{ JSON() []byte }
+
+// Stage runs one stage of a pipeline with transport.type: kafka and returns its summary (also
+// written to run.summary when set); the summary is nil when the stage failed before it started.
+func Stage(ctx context.Context, cfg *pipelines.Config, name string, o StageOptions) (Summary, error) {
+	if StageNames[name] == "" {
+		return nil, fmt.Errorf("no stage %q", name)
+	}
+	client, err := kafkaClient(cfg.Transport.Kafka)
+	if err != nil {
+		return nil, fmt.Errorf("transport.kafka: %w", err)
+	}
+	e := &stageEnv{cfg: cfg, client: client, log: slog.Default().With("stage", name)}
+	if err := e.ensureTopics(ctx); err != nil {
+		return nil, err
+	}
+	dlp, err := e.producer(cfg.Transport.Kafka.DeadLetterTopic())
+	if err != nil {
+		return nil, err
+	}
+	dl := kafka.NewDeadLetterTopic(dlp)
+	defer dl.Close(context.Background())
+	e.log.Info("stage starting", "does", StageNames[name], "brokers", cfg.Transport.Kafka.Brokers, "topics", cfg.Transport.Kafka.Topics)
+
+	switch name {
+	case "ingest":
+		return e.ingest(ctx, dl, o)
+	case "aggregate":
+		return e.aggregate(ctx, dl, o)
+	}
+	// embed and process: the embedded runner with a Kafka source.
+	cons, err := e.consumer(name, cfg.Transport.Kafka.RawTopic())
+	if err != nil {
+		return nil, err
+	}
+	src := kafka.NewDocSource(cons, rawFormats[cfg.Transport.Kafka.RawFormat](cfg.Source))
+	ro := Options{
+		Source: idleSource{DocSource: src, idle: o.IdleExit}, DeadLetter: dl, KafkaSink: e.kafkaSink, Stage: name,
+		Metrics: func() map[string]float64 {
+			return map[string]float64{"reignpipe_consumer_lag": float64(cons.Lag()), "reignpipe_dead_letters_published_total": float64(dl.Count())}
+		},
+	}
+	if name == "embed" {
+		p, err := e.producer(cfg.Transport.Kafka.ChunksTopic())
+		if err != nil {
+			return nil, err
+		}
+		cs := kafka.NewChunkSink(p)
+		defer cs.Close(context.Background())
+		ro.ChunkSinks, ro.NoVectors = []embedded.ChunkSink{cs}, true
+	}
+	sum, err := Run(ctx, cfg, ro)
+	if sum == nil {
+		return nil, err
+	}
+	return sum, err
+}
+
+// kafkaClient turns the transport section into a client configuration.
+func kafkaClient(k pipelines.KafkaConfig) (kafkaclient.ClientConfig, error) {
+	c := kafkaclient.ClientConfig{Brokers: k.Brokers, ClientID: k.ClientID}
+	if t := k.TLS; t != nil {
+		c.TLS = &kafkaclient.TLSConfig{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
+	}
+	if s := k.SASL; s != nil {
+		pw, err := k.SASLPassword()
+		if err != nil {
+			return c, err
+		}
+		c.SASL = &kafkaclient.SASLConfig{Mechanism: s.Mechanism, Username: s.Username, Password: pw}
+	}
+	return c, c.Validate()
+}
+
+// stageEnv is what every stage shares: the client, topic creation, producers.
+type stageEnv struct {
+	cfg    *pipelines.Config
+	client kafkaclient.ClientConfig
+	log    *slog.Logger
+}
+
+func (e *stageEnv) producer(topic string) (*kafkaclient.Producer, error) {
+	k := e.cfg.Transport.Kafka
+	return kafkaclient.NewProducer(e.client, kafkaclient.ProducerOptions{Topic: topic, MaxRecordBytes: k.MaxRecordBytes, Compression: k.Compression, Logger: e.log})
+}
+
+func (e *stageEnv) consumer(stage, topic string) (*kafkaclient.Consumer, error) {
+	k := e.cfg.Transport.Kafka
+	return kafkaclient.NewConsumer(e.client, kafkaclient.ConsumerOptions{Group: k.GroupFor(stage), Topics: []string{topic}, StartOffset: k.StartOffset, Logger: e.log})
+}
+
+// ensureTopics creates the pipeline's topics when missing. The vector topic is compacted: it is
+// keyed by document id, so it converges to the newest vector of every document.
+func (e *stageEnv) ensureTopics(ctx context.Context) error {
+	k := e.cfg.Transport.Kafka
+	spec := func(name string, conf map[string]string) kafkaclient.TopicSpec {
+		return kafkaclient.TopicSpec{Name: name, Partitions: k.Partitions, ReplicationFactor: k.ReplicationFactor, Config: conf}
+	}
+	specs := []kafkaclient.TopicSpec{spec(k.RawTopic(), nil), spec(k.ChunksTopic(), nil), spec(k.DeadLetterTopic(), nil)}
+	for _, s := range e.cfg.Sinks {
+		if s.Type == "kafka" {
+			specs = append(specs, spec(vectorTopic(k, s), map[string]string{"cleanup.policy": "compact"}))
+		}
+	}
+	return kafkaclient.EnsureTopics(ctx, e.client, specs...)
+}
+
+func vectorTopic(k pipelines.KafkaConfig, s pipelines.SinkConfig) string {
+	if s.Topic != "" {
+		return s.Topic
+	}
+	return k.VectorsTopic()
+}
+
+func (e *stageEnv) kafkaSink(s pipelines.SinkConfig) (connectors.Sink, error) {
+	p, err := e.producer(vectorTopic(e.cfg.Transport.Kafka, s))
+	if err != nil {
+		return nil, err
+	}
+	return kafka.NewVectorSink(p), nil
+}
+
+func (e *stageEnv) ingest(ctx context.Context, dl connectors.DeadLetterSink, o StageOptions) (Summary, error) {
+	cfg := e.cfg
+	src, err := OpenSource(cfg, o.FromScratch)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close(context.Background())
+	p, err := e.producer(cfg.Transport.Kafka.RawTopic())
+	if err != nil {
+		return nil, err
+	}
+	out := kafka.NewRawSink(p)
+	defer out.Close(context.Background())
+	ckPath := runstate.CheckpointPath(cfg.Run.StateDir, cfg.Name+".ingest")
+	if o.FromScratch {
+		_ = os.Remove(ckPath)
+	}
+	ck, err := runstate.LoadCheckpoint(ckPath)
+	if err != nil {
+		return nil, err
+	}
+	if why, err := ResumeCheckpoint(&ck, cfg); err != nil {
+		return nil, err
+	} else if why != "" {
+		e.log.Warn("the input changed since the checkpoint; ingesting from the beginning", "why", why, "source", cfg.Source.Path)
+	}
+	var c distributed.Counters
+	stop, err := e.serveMetrics("ingest", &c, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	start := time.Now()
+	err = distributed.Ingest(ctx, src, out, dl, distributed.IngestOptions{
+		Options: distributed.Options{CommitEvery: cfg.Run.CommitEvery, CommitInterval: cfg.Run.CommitInterval.Duration, IdleExit: o.IdleExit, Logger: e.log},
+		Resume:  ck.Watermark,
+		OnCommit: func(w int64) error {
+			ck.Watermark = w
+			return ck.Save(ckPath)
+		},
+	}, &c)
+	return e.summary(ctx, "ingest", &c, src.Stats(), start, err), err
+}
+
+func (e *stageEnv) aggregate(ctx context.Context, dl connectors.DeadLetterSink, o StageOptions) (Summary, error) {
+	cfg := e.cfg
+	// The GN is identified for its fingerprint and dimension (the space chunk embeddings must
+	// come from); it runs no forward pass here, so no GN session is made.
+	pp, err := parts.Open(cfg, parts.Want{Aggregator: true})
+	if err != nil {
+		return nil, err
+	}
+	defer pp.Close()
+	gnID, params, agg, companion := pp.GN, pp.Params, pp.Aggregator, pp.Companion
+	outs, _, closeSinks, err := openSinks(cfg, sinkEnv(gnID, params, agg, companion, e.kafkaSink))
+	if err != nil {
+		return nil, err
+	}
+	defer closeSinks()
+	cons, err := e.consumer("aggregate", cfg.Transport.Kafka.ChunksTopic())
+	if err != nil {
+		return nil, err
+	}
+	defer cons.Close(context.Background())
+	var c distributed.Counters
+	stop, err := e.serveMetrics("aggregate", &c, func() map[string]float64 {
+		return map[string]float64{"reignpipe_consumer_lag": float64(cons.Lag())}
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	start := time.Now()
+	err = distributed.Aggregate(ctx, distributed.AggregateParts{
+		Input: kafka.NewChunkSource(cons), Aggregator: agg, GNMeanPool: companion, Sinks: outs, DeadLetter: dl,
+		Space: distributed.Space{Fingerprint: gnID.Fingerprint, Dim: gnID.Dim, K: params.K, S: params.S},
+	}, distributed.Options{CommitEvery: cfg.Run.CommitEvery, CommitInterval: cfg.Run.CommitInterval.Duration, IdleExit: o.IdleExit, Logger: e.log}, &c)
+	return e.summary(ctx, "aggregate", &c, connectors.SourceStats{}, start, err), err
+}
+
+func (e *stageEnv) serveMetrics(stage string, c *distributed.Counters, extra func() map[string]float64) (func(), error) {
+	if e.cfg.Run.MetricsAddr == "" {
+		return func() {}, nil
+	}
+	stop, err := promtext.Serve(e.cfg.Run.MetricsAddr, distributed.MetricsHandler(promtext.Labels{Pipeline: e.cfg.Name, Stage: stage}, c, extra))
+	if err != nil {
+		return nil, fmt.Errorf("metrics on %s: %w", e.cfg.Run.MetricsAddr, err)
+	}
+	return stop, nil
+}
+
+// summary is the stage's summary (also written to run.summary when set). A stage stopped by a
+// signal says "interrupted", as Run and the embed stage do.
+func (e *stageEnv) summary(ctx context.Context, stage string, c *distributed.Counters, st connectors.SourceStats, start time.Time, runErr error) distributed.Summary {
+	s := distributed.Summary{
+		Pipeline: e.cfg.Name, Stage: stage, WallSeconds: time.Since(start).Seconds(),
+		Inputs: c.Inputs.Load(), Written: c.Written.Load(), DeadLetters: c.DeadLetters.Load(), Commits: c.Commits.Load(),
+		Skipped: st.Skipped, Stopped: "completed",
+	}
+	switch {
+	case runErr != nil:
+		s.Stopped, s.Error = "failed", runErr.Error()
+	case ctx.Err() != nil:
+		s.Stopped = "interrupted"
+	}
+	writeSummary(e.cfg, s.JSON(), e.log)
+	return s
+}
+
+// idleSource ends a Kafka source (io.EOF) after no document arrived for idle, so a backfill's
+// stage process exits when the work is done; idle 0 never ends it.
+type idleSource struct {
+	*kafka.DocSource
+	idle time.Duration
+}
+
+func (s idleSource) Read(ctx context.Context) (schemas.Document, connectors.AckFunc, error) {
+	if s.idle <= 0 {
+		return s.DocSource.Read(ctx)
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.idle)
+	defer cancel()
+	d, ack, err := s.DocSource.Read(rctx)
+	if err != nil && rctx.Err() != nil && ctx.Err() == nil {
+		return d, ack, io.EOF
+	}
+	return d, ack, err
+}
