@@ -30,6 +30,7 @@ import (
 	"github.com/reignpipe/reignpipe/connectors/wikipedia"
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/embedded"
+	"github.com/reignpipe/reignpipe/pipelines/parts"
 	"github.com/reignpipe/reignpipe/pipelines/runstate"
 	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/aggregate"
@@ -106,26 +107,16 @@ func run(dump string, maxDocs int, gnName, batchList, outPath, provider string) 
 		}
 		batches = append(batches, b)
 	}
-	gcfg := pipelines.GNConfig{Name: gnName}
-	modelPath, tokPath := gcfg.ModelPaths()
-	lib, err := pipelines.RuntimeConfig{}.LibraryFor(provider)
+	// The same parts a `reignpipe run` opens (ORT environment, GN session, tokenizer); the
+	// caches and sinks are the benchmark's own, one per round.
+	cfg := pipelines.Defaults()
+	cfg.GN.Name, cfg.GN.Provider = gnName, provider
+	pp, err := parts.Open(cfg, parts.Want{Embed: true, Tokenizer: true})
 	if err != nil {
 		return err
 	}
-	rt, err := gn.NewRuntime(lib)
-	if err != nil {
-		return err
-	}
-	defer rt.Close()
-	tok, err := wordpiece.Load(tokPath)
-	if err != nil {
-		return err
-	}
-	model, err := rt.Load(gn.Config{Name: gnName, Model: modelPath, Tokenizer: tokPath, Provider: provider})
-	if err != nil {
-		return err
-	}
-	defer model.Close()
+	defer pp.Close()
+	tok, model := pp.Tokenizer, pp.Model
 	p := chunk.Default
 
 	// 1. Read the documents once; tokenizer speed on their text.
