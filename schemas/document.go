@@ -4,7 +4,11 @@
 // only with a version bump of the on-disk schemas.
 package schemas
 
-import "github.com/cespare/xxhash/v2"
+import (
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+)
 
 // Document is one input document as a source connector produced it.
 type Document struct {
@@ -58,4 +62,21 @@ type DeadLetter struct {
 	Position string
 	Stage    string
 	Err      string
+}
+
+// DeadLetterRecord is a dead letter as it is written, the one JSON shape of the dead-letter file
+// and the dead-letter topic, so one reader serves both.
+type DeadLetterRecord struct {
+	Time     string `json:"time"` // when it was written, RFC 3339 UTC
+	DocID    string `json:"doc_id"`
+	Source   string `json:"source,omitempty"`
+	Position string `json:"position,omitempty"`
+	Stage    string `json:"stage"`
+	Error    string `json:"error"`
+}
+
+// Record is d as written at t.
+func (d DeadLetter) Record(t time.Time) DeadLetterRecord {
+	return DeadLetterRecord{Time: t.UTC().Format(time.RFC3339), DocID: d.DocID, Source: d.Source,
+		Position: d.Position, Stage: d.Stage, Error: d.Err}
 }

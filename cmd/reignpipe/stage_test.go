@@ -513,6 +513,20 @@ func TestStagesUSPTOXMLFeed(t *testing.T) {
 	if !strings.Contains(string(out), "rp-stage=source") || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
 		t.Errorf("dead-letter topic holds %q, want exactly the broken document", out)
 	}
+	// The value has the dead-letter file's shape, field for field.
+	val, err := exec.Command(kcat, "-C", "-b", s.brokers, "-t", s.topics+".deadletter", "-e", "-q", "-f", "%s\n").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(val))
+	dec.DisallowUnknownFields()
+	var rec schemas.DeadLetterRecord
+	if err := dec.Decode(&rec); err != nil {
+		t.Fatalf("dead letter %q: %v", val, err)
+	}
+	if _, err := time.Parse(time.RFC3339, rec.Time); err != nil || rec.Stage != "source" || rec.Error == "" || rec.Position == "" {
+		t.Errorf("dead letter %+v", rec)
+	}
 	stop(t, "process", proc)
 	log, _ := os.ReadFile(filepath.Join(s.dir, "process.log"))
 	if !strings.Contains(string(log), `"sequence-listing": 1`) {

@@ -39,21 +39,9 @@ func Open(path string) (*File, error) {
 	return &File{f: f, path: path}, nil
 }
 
-type record struct {
-	Time     string `json:"time"`
-	DocID    string `json:"doc_id"`
-	Source   string `json:"source,omitempty"`
-	Position string `json:"position,omitempty"`
-	Stage    string `json:"stage"`
-	Error    string `json:"error"`
-}
-
 // WriteDeadLetter appends one record and fsyncs.
 func (d *File) WriteDeadLetter(_ context.Context, dl schemas.DeadLetter) error {
-	line, err := json.Marshal(record{
-		Time: time.Now().UTC().Format(time.RFC3339), DocID: dl.DocID, Source: dl.Source,
-		Position: dl.Position, Stage: dl.Stage, Error: dl.Err,
-	})
+	line, err := json.Marshal(dl.Record(time.Now()))
 	if err != nil {
 		return err
 	}

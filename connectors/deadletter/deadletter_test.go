@@ -36,7 +36,7 @@ func TestAppendsDurableRecords(t *testing.T) {
 	defer f.Close()
 	n := 0
 	for sc := bufio.NewScanner(f); sc.Scan(); n++ {
-		var r record
+		var r schemas.DeadLetterRecord
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
 
@@ -260,9 +261,7 @@ func NewDeadLetterTopic(p *kafkaclient.Producer) *DeadLetterTopic { return &Dead
 
 // WriteDeadLetter is durable on return (it flushes).
 func (s *DeadLetterTopic) WriteDeadLetter(ctx context.Context, d schemas.DeadLetter) error {
-	b, err := json.Marshal(map[string]string{
-		"doc_id": d.DocID, "source": d.Source, "position": d.Position, "stage": d.Stage, "error": d.Err,
-	})
+	b, err := json.Marshal(d.Record(time.Now()))
 	if err != nil {
 		return err
 	}
