@@ -41,13 +41,12 @@ type jsonVector struct {
 // JSONLSink writes part-<seq>.jsonl files, one JSON object per line. Use from one goroutine at
 // a time.
 type JSONLSink struct {
-	dir    string
-	seq    uint64
-	part   *partFile
-	line   bytes.Buffer
-	enc    *json.Encoder
-	err    error // sticky, see ParquetSink
-	closed bool
+	dir  string
+	seq  uint64
+	part *partFile
+	line bytes.Buffer
+	enc  *json.Encoder
+	sinkState
 }
 
 var _ connectors.Sink = (*JSONLSink)(nil)
@@ -62,16 +61,6 @@ func NewJSONL(opts JSONLOptions) (*JSONLSink, error) {
 	s.enc = json.NewEncoder(&s.line)
 	s.enc.SetEscapeHTML(false)
 	return s, nil
-}
-
-func (s *JSONLSink) usable(ctx context.Context) error {
-	if s.closed {
-		return errClosed
-	}
-	if s.err != nil {
-		return s.err
-	}
-	return ctx.Err()
 }
 
 // Write appends v to the current part. NaN and ±Inf components are refused: JSON cannot

@@ -45,8 +45,7 @@ type ParquetSink struct {
 	nbuf   int
 	part   *partFile
 	fw     *pqarrow.FileWriter
-	err    error // sticky: after a failed write the open part is gone, so later calls fail too
-	closed bool
+	sinkState
 }
 
 var _ connectors.Sink = (*ParquetSink)(nil)
@@ -77,16 +76,6 @@ func NewParquet(opts ParquetOptions) (*ParquetSink, error) {
 		sc = schemas.VectorSchemaWithGN(opts.Dim, opts.GNDim, opts.Metadata)
 	}
 	return &ParquetSink{opts: opts, schema: sc, seq: seq, b: array.NewRecordBuilder(opts.Allocator, sc)}, nil
-}
-
-func (s *ParquetSink) usable(ctx context.Context) error {
-	if s.closed {
-		return errClosed
-	}
-	if s.err != nil {
-		return s.err
-	}
-	return ctx.Err()
 }
 
 // Write buffers v; a full batch is encoded into the current part.

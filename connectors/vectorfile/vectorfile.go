@@ -16,6 +16,7 @@ package vectorfile
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -309,4 +310,21 @@ func isDigits(s string) bool {
 		}
 	}
 	return true
+}
+
+// sinkState is what both sinks refuse a call for: closed, or a sticky error (after a failed
+// write the open part is gone, so later calls fail too).
+type sinkState struct {
+	err    error
+	closed bool
+}
+
+func (s *sinkState) usable(ctx context.Context) error {
+	if s.closed {
+		return errClosed
+	}
+	if s.err != nil {
+		return s.err
+	}
+	return ctx.Err()
 }
