@@ -4,12 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/reignpipe/reignpipe/pipelines/neighbors"
 )
-
-func nowUTC() time.Time { return time.Now().UTC() }
 
 // cmdNeighbors prints the k documents nearest to one document of a vector sink's directory
 // (pipelines/neighbors).
