@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"runtime/pprof"
 
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/pipelines"
@@ -15,6 +16,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	fromScratch := fs.Bool("from-scratch", false, "forget the checkpoint and the vector outputs (the chunk cache is kept), then run")
 	input := fs.String("input", "", "override source.path")
 	logFormat := fs.String("log-format", "text", "text or json")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the run to this file (go tool pprof)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -31,6 +33,17 @@ func cmdRun(ctx context.Context, args []string) error {
 	}
 	if *input != "" {
 		cfg.Source.Path = *input
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	_, err = run(ctx, cfg, *fromScratch)
 	return err

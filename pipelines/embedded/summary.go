@@ -27,14 +27,18 @@ type Summary struct {
 	// repaired_utf8 (runs of invalid UTF-8 made one U+FFFD), stripped_control, no_title.
 	TextRepairs map[string]int64 `json:"text_repairs"`
 
-	Tokens        int64    `json:"tokens"`
-	Windows       int64    `json:"windows"`
-	CacheHits     int64    `json:"cache_hits"`
-	CacheHitRate  float64  `json:"cache_hit_rate"`
-	CacheCorrupt  int64    `json:"cache_corrupt_reembedded"` // damaged cached windows embedded again (and replaced)
-	GNWindows     int64    `json:"gn_windows"`
-	GNShared      int64    `json:"gn_windows_shared"` // cache misses that took an identical in-flight window's vector instead of the GN
-	GNForward     int64    `json:"gn_forward_passes"`
+	Tokens       int64   `json:"tokens"`
+	Windows      int64   `json:"windows"`
+	CacheHits    int64   `json:"cache_hits"`
+	CacheHitRate float64 `json:"cache_hit_rate"`
+	CacheCorrupt int64   `json:"cache_corrupt_reembedded"` // damaged cached windows embedded again (and replaced)
+	GNWindows    int64   `json:"gn_windows"`
+	GNShared     int64   `json:"gn_windows_shared"` // cache misses that took an identical in-flight window's vector instead of the GN
+	GNForward    int64   `json:"gn_forward_passes"`
+	// GNSeconds is the time spent inside the GN's forward passes; against wall_seconds it says
+	// whether the GN was kept busy (the rest of the pipeline is off its critical path when the
+	// two are close on a fresh cache).
+	GNSeconds     float64  `json:"gn_seconds"`
 	GNPadRatio    float64  `json:"gn_padding_ratio"` // padded tokens / real tokens in GN batches
 	ChunkRowsNew  int64    `json:"chunk_rows_written"`
 	WindowsPerSec float64  `json:"windows_per_second"`

@@ -189,7 +189,7 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (_ *embedded.Sum
 
 	runner.Summarize(sum, src.Stats())
 	ms := model.Stats()
-	sum.GNForward = ms.ForwardPasses
+	sum.GNForward, sum.GNSeconds = ms.ForwardPasses, ms.ForwardTime.Seconds()
 	if ms.RealTokens > 0 {
 		sum.GNPadRatio = float64(ms.PaddedTokens) / float64(ms.RealTokens)
 	}
