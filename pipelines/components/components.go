@@ -234,7 +234,8 @@ func reignAggregator() registry.Aggregator {
 			}
 			return nil
 		},
-		Build: buildREIGN,
+		Build:   buildREIGN,
+		Session: true,
 	}
 }
 

@@ -60,8 +60,10 @@ func Open(cfg *pipelines.Config, want Want) (_ *Parts, err error) {
 		}
 	}()
 	// Mean-pool over cached chunks (reaggregate, verify, eval on a warm cache) needs only the
-	// GN's identity, so it neither needs the ONNX Runtime library nor pays for a session.
-	if want.Embed || want.Aggregator && cfg.Aggregate.Type != "meanpool" {
+	// GN's identity, so it neither needs the ONNX Runtime library nor pays for a session; the
+	// registry says which aggregations run one.
+	agg, _ := components.Builtin().Aggregator(cfg.Aggregate.Type)
+	if want.Embed || want.Aggregator && agg.Session {
 		lib, err := cfg.LibraryPath()
 		if err != nil {
 			return nil, err

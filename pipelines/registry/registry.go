@@ -74,6 +74,9 @@ type Aggregator struct {
 	Keys     []Key
 	Validate func(c AggregateConfig, bad Bad) error
 	Build    func(env AggregatorEnv) (Built, error)
+	// Session: the aggregation runs an ONNX Runtime session, so it is built with the
+	// process's runtime; without it the runtime is nil and need not be loadable.
+	Session bool
 }
 
 // AggregatorEnv is what an aggregation is built with: the ONNX Runtime environment (nil unless
