@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -12,6 +14,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/reignpipe/reignpipe/pipelines/reaggregate"
 	"github.com/reignpipe/reignpipe/stages/aggregate"
@@ -33,22 +38,29 @@ type sizeResult struct {
 	OpenFiles      int     `json:"open_files"`
 	// Random hits with the old pool of 64 open companions, measured on the same store between
 	// two measurements with the default pool (whose mean is HitRandUs there).
-	Rand64Us       float64 `json:"hit_random_64_us_per_window"`
-	Rand64CPUUs    float64 `json:"hit_random_64_cpu_us_per_window"`
-	SampledWindows int64   `json:"sampled_windows"`
-	ReaggWinPerS   float64 `json:"reaggregate_windows_per_s"`
-	ReaggSeconds   float64 `json:"reaggregate_s"`
-	DiskPerWindow  float64 `json:"disk_bytes_per_window"`
-	ParquetPerWin  float64 `json:"parquet_bytes_per_window"`
-	VecPerWin      float64 `json:"vec_bytes_per_window"`
-	IndexPerWin    float64 `json:"index_bytes_per_window"`
-	PeakRSSMiB     float64 `json:"peak_rss_mib"`
-	LegacySeqUs    float64 `json:"legacy_hit_seq_us_per_window,omitempty"`
-	LegacyRandUs   float64 `json:"legacy_hit_random_us_per_window,omitempty"`
-	LegacySeqCPU   float64 `json:"legacy_hit_seq_cpu_us_per_window,omitempty"`
-	LegacyRandCPU  float64 `json:"legacy_hit_random_cpu_us_per_window,omitempty"`
-	LegacySampled  int64   `json:"legacy_sampled_windows,omitempty"`
-	LegacyPeakMiB  float64 `json:"legacy_peak_rss_mib,omitempty"`
+	Rand64Us    float64 `json:"hit_random_64_us_per_window"`
+	Rand64CPUUs float64 `json:"hit_random_64_cpu_us_per_window"`
+	// Share of the companions' pages in the page cache just after the random measurement, and
+	// random hits again after every companion was read once (what a machine whose RAM holds
+	// them has after the first pass over the store), with the share then.
+	RandResident     float64 `json:"hit_random_resident_share"`
+	RandWarmUs       float64 `json:"hit_random_warm_us_per_window"`
+	RandWarmCPUUs    float64 `json:"hit_random_warm_cpu_us_per_window"`
+	RandWarmResident float64 `json:"hit_random_warm_resident_share"`
+	SampledWindows   int64   `json:"sampled_windows"`
+	ReaggWinPerS     float64 `json:"reaggregate_windows_per_s"`
+	ReaggSeconds     float64 `json:"reaggregate_s"`
+	DiskPerWindow    float64 `json:"disk_bytes_per_window"`
+	ParquetPerWin    float64 `json:"parquet_bytes_per_window"`
+	VecPerWin        float64 `json:"vec_bytes_per_window"`
+	IndexPerWin      float64 `json:"index_bytes_per_window"`
+	PeakRSSMiB       float64 `json:"peak_rss_mib"`
+	LegacySeqUs      float64 `json:"legacy_hit_seq_us_per_window,omitempty"`
+	LegacyRandUs     float64 `json:"legacy_hit_random_us_per_window,omitempty"`
+	LegacySeqCPU     float64 `json:"legacy_hit_seq_cpu_us_per_window,omitempty"`
+	LegacyRandCPU    float64 `json:"legacy_hit_random_cpu_us_per_window,omitempty"`
+	LegacySampled    int64   `json:"legacy_sampled_windows,omitempty"`
+	LegacyPeakMiB    float64 `json:"legacy_peak_rss_mib,omitempty"`
 }
 
 type childOptions struct {
@@ -136,7 +148,19 @@ func runChild(o childOptions) (sizeResult, error) {
 	if c, err = compareOpenFiles(c, opts, o, &res, func() func(func(int64) bool) { return randOrder(rng, docs, sample) }); err != nil {
 		return res, err
 	}
+	if res.RandResident, err = residentShare(dir); err != nil {
+		return res, err
+	}
 	if res.ReaggSeconds, err = timeReaggregate(c, o, docs); err != nil {
+		return res, err
+	}
+	if err := readCompanions(dir); err != nil {
+		return res, err
+	}
+	if res.RandWarmUs, res.RandWarmCPUUs, err = timeHits(c, o, randOrder(rng, docs, sample)); err != nil {
+		return res, err
+	}
+	if res.RandWarmResident, err = residentShare(dir); err != nil {
 		return res, err
 	}
 	res.ReaggWinPerS = float64(res.Windows) / res.ReaggSeconds
@@ -353,6 +377,87 @@ func timeReaggregate(c *shardcache.Cache, o childOptions, docs int64) (float64, 
 		return 0, fmt.Errorf("reaggregate saw %d documents, wrote %d", seen, docs)
 	}
 	return time.Since(t0).Seconds(), nil
+}
+
+// companions lists the store's companion files.
+func companions(dir string) ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".vec") {
+			out = append(out, p)
+		}
+		return err
+	})
+	return out, err
+}
+
+// readCompanions reads every companion once, in order, so the page cache holds as many of them
+// as the machine's free memory allows.
+func readCompanions(dir string) error {
+	paths, err := companions(dir)
+	if err != nil {
+		return err
+	}
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(io.Discard, f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// residentShare is the fraction of the companions' pages in the page cache now (mincore): it
+// says whether a random-hit figure measured memory or the disk.
+func residentShare(dir string) (float64, error) {
+	paths, err := companions(dir)
+	if err != nil {
+		return 0, err
+	}
+	var pages, resident int64
+	for _, p := range paths {
+		n, r, err := residentPages(p)
+		if err != nil {
+			return 0, err
+		}
+		pages, resident = pages+n, resident+r
+	}
+	if pages == 0 {
+		return 0, nil
+	}
+	return float64(resident) / float64(pages), nil
+}
+
+func residentPages(path string) (pages, resident int64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return 0, 0, err
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer unix.Munmap(m)
+	page := int64(os.Getpagesize())
+	vec := make([]byte, (st.Size()+page-1)/page)
+	// x/sys has no Mincore wrapper.
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		return 0, 0, e
+	}
+	for _, b := range vec {
+		resident += int64(b & 1)
+	}
+	return int64(len(vec)), resident, nil
 }
 
 func diskUsage(dir string, res *sizeResult) error {

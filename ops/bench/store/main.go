@@ -137,6 +137,13 @@ func render(rs []sizeResult, legacy bool, started time.Time, root string) string
 	for _, r := range rs {
 		fmt.Fprintf(&b, "| %d | %d | %d | %.2f (%.2f) | %.2f (%.2f) | %.2f |\n", r.Windows, r.Shards, r.OpenFiles, r.HitRandUs, r.HitRandCPUUs, r.Rand64Us, r.Rand64CPUUs, r.Rand64CPUUs/r.HitRandCPUUs)
 	}
+	b.WriteString("\nRandom hits and the page cache: the share of the companions' pages resident (mincore) just after the random measurement above, then random hits again after every companion was read once (as on a machine whose RAM holds them, after one pass over the store), with the share then.\n\n")
+	b.WriteString("| windows | companion GB | resident share, random above | random µs/window (CPU) | random µs/window after one read of every companion (CPU) | resident share then |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rs {
+		fmt.Fprintf(&b, "| %d | %.2f | %.2f | %.2f (%.2f) | %.2f (%.2f) | %.2f |\n", r.Windows, r.VecPerWin*float64(r.Windows)/1e9, r.RandResident,
+			r.HitRandUs, r.HitRandCPUUs, r.RandWarmUs, r.RandWarmCPUUs, r.RandWarmResident)
+	}
 	if legacy {
 		b.WriteString("\nSame stores read through the old decode-the-shard path (`Options.ReadParquet`, LRU of 8 decoded shards), same process:\n\n")
 		b.WriteString("| windows | legacy hit µs/window seq (CPU) | legacy hit µs/window random (CPU) | sampled windows | legacy ÷ companion, seq | legacy ÷ companion, random | peak RSS MiB after legacy |\n")
