@@ -20,7 +20,7 @@ GO ?= go
 RACE_PKGS := ./pipelines/embedded/ ./pipelines/distributed/ ./stages/gn/ ./stages/shardcache/ ./connectors/vectorfile/ \
 	./connectors/watchdir/ ./connectors/kafka/ ./internal/kafka/ ./internal/kafka/offsets/
 
-.PHONY: all build fetch fetch-gpu bench-gpu gn-optimized gn-int8 kafka tools pydeps train-deps demo test test-go test-unshared fuzz-smoke fuzz bench bench-peers clean
+.PHONY: all build fetch fetch-gpu bench-gpu gn-optimized gn-int8 gn-int8r kafka tools pydeps train-deps demo test test-go test-unshared fuzz-smoke fuzz bench bench-peers clean
 
 all: build
 
@@ -63,14 +63,14 @@ demo: fetch build
 # fails instead of skipping, so nothing passes by not running. Tests on ../shared/data still skip
 # without it. ops/with-kafka starts the broker for the Go tests (REIGNPIPE_KAFKA_BROKERS,
 # REIGNPIPE_KAFKA_CTL) and stops it afterwards, also when they fail.
-test: fetch pydeps train-deps kafka tools
+test: fetch pydeps train-deps gn-int8r kafka tools
 	ops/with-kafka $(MAKE) --no-print-directory test-go
 	$(MAKE) --no-print-directory fuzz-smoke
 
 # The suite once more as a fresh clone without ../shared sees it: the tests' shared data root
 # points at an empty folder, so every test on it must skip cleanly or use its own fixture.
 # .ci/run runs it after `make test`.
-test-unshared: fetch pydeps train-deps kafka tools
+test-unshared: fetch pydeps train-deps gn-int8r kafka tools
 	@empty=$$(mktemp -d) && trap 'rm -rf "$$empty"' EXIT && \
 	  REIGNPIPE_SHARED_DATA=$$empty ops/with-kafka env REIGNPIPE_STRICT=1 REIGNPIPE_PYTHON=$(PY) $(GO) test -count=1 ./...
 
@@ -125,6 +125,15 @@ gn-optimized: fetch $(PEERS_PY)
 gn-int8: fetch $(PEERS_PY)
 	$(PEERS_PY) ops/bench/gnquant/quantize.py bge-small-en-v15 --calibration "$$(ops/wikipedia-sample)"
 	$(PEERS_PY) ops/bench/gnquant/quantize.py all-minilm-l6-v2 --calibration "$$(ops/wikipedia-sample)"
+
+# Row-wise int8 variants of both GNs (REIGNPIPE_HOME/gn/<name>-int8r): per-token activation
+# scales, 7-bit weights, exact integer products, so batch-invariant by construction; no
+# calibration, so the file is a pure function of the fetched one and its sha256 is checked.
+# Run one with gn.name: all-minilm-l6-v2-int8r. See ops/bench/gnquant/rowquant.py. make test
+# builds them so that TestBatchInvariance checks them.
+gn-int8r: fetch $(PY)
+	$(PY) ops/bench/gnquant/rowquant.py bge-small-en-v15 --expect 21c6ec674ec3e194e666c53538dfad61b3b69f223827e5f7bc4120af5ff94627
+	$(PY) ops/bench/gnquant/rowquant.py all-minilm-l6-v2 --expect 6efce2ca120193e5cbf11a99c3c9c42dbdff705d52c39895c062246d19354b40
 
 # GN windows/s on an NVIDIA GPU, raw and end to end, with the English Wikipedia projection;
 # exits 3 with a message where there is no GPU.
