@@ -71,3 +71,22 @@ func TestSummaryCarriesTextRepairs(t *testing.T) {
 		t.Fatalf("summary without repairs %s", s.JSON())
 	}
 }
+
+// The summary says how much memory the run held.
+func TestSummaryCarriesMemory(t *testing.T) {
+	rg := newRig(t, t.TempDir(), corpus(2), Options{})
+	if err := rg.r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var s Summary
+	rg.r.Summarize(&s, connectors.SourceStats{})
+	if s.PeakRSSMiB == -1 {
+		t.Skip("no /proc/self/status on this platform")
+	}
+	if s.PeakRSSMiB <= 0 || s.GoMiB <= 0 {
+		t.Fatalf("peak_rss_mib %v, go_memory_mib %v", s.PeakRSSMiB, s.GoMiB)
+	}
+	if !strings.Contains(string(s.JSON()), `"peak_rss_mib"`) {
+		t.Fatalf("summary %s", s.JSON())
+	}
+}

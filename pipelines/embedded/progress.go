@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/internal/memstat"
 	"github.com/reignpipe/reignpipe/internal/promtext"
 )
 
@@ -99,6 +100,10 @@ func (p *Progress) report(final bool) {
 		attrs := []any{"docs", docs, "failed", c.DocsFailed.Load(), "windows", win,
 			"windows_per_s", fmt.Sprintf("%.1f", float64(win)/max(el, 1e-9)),
 			"cache_hit_rate", fmt.Sprintf("%.3f", hitRate), "gn_windows", gnw}
+		// Memory, split into the Go runtime's and the rest, so a long run shows what grows.
+		m := memstat.Read()
+		attrs = append(attrs, "rss_mib", fmt.Sprintf("%.0f", memstat.MiB(m.RSS)), "go_mib", fmt.Sprintf("%.0f", memstat.MiB(m.Go)),
+			"go_heap_mib", fmt.Sprintf("%.0f", memstat.MiB(m.GoHeap)))
 		if frac >= 0 {
 			attrs = append(attrs, "done", fmt.Sprintf("%.1f%%", 100*frac))
 		}

@@ -2,9 +2,11 @@ package embedded
 
 import (
 	"encoding/json"
+	"math"
 	"time"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/internal/memstat"
 )
 
 // Summary is the JSON run summary every run writes and prints. Its input counts add up:
@@ -46,6 +48,10 @@ type Summary struct {
 	Space         string   `json:"vector_space"`
 	DeadLetter    string   `json:"dead_letter,omitempty"`
 	Outputs       []string `json:"outputs"`
+	// PeakRSSMiB is the process's peak resident set (VmHWM; -1 without /proc), GoMiB what the
+	// Go runtime held at the end: the difference is C memory (ONNX Runtime, Pebble).
+	PeakRSSMiB float64 `json:"peak_rss_mib"`
+	GoMiB      float64 `json:"go_memory_mib"`
 }
 
 // Summarize fills the counts from a finished run.
@@ -79,6 +85,8 @@ func (r *Runner) Summarize(s *Summary, src connectors.SourceStats) {
 		s.WindowsPerSec = float64(s.Windows) / s.WallSeconds
 	}
 	s.Watermark = c.Watermark.Load()
+	m := memstat.Read()
+	s.PeakRSSMiB, s.GoMiB = math.Round(memstat.MiB(m.PeakRSS)), math.Round(memstat.MiB(m.Go))
 	if r.parts.Aggregator != nil {
 		s.Space = r.parts.Aggregator.Space()
 	} else {
