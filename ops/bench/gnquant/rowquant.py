@@ -6,11 +6,13 @@ reads $REIGNPIPE_HOME/gn/<name>/model.onnx and writes <name>-int8r/model.onnx be
 the tokenizer copied, so a pipeline runs it as `gn.name: <name>-int8r` (its own fingerprint and
 cache space).
 
-Every MatMul with a weight becomes MatMulInteger between
-- the activation, quantised per row: each token's vector gets its own scale, max|x| / 127,
-  rounded to uint8 around a fixed zero point of 128, and
+Every MatMul with a weight becomes an integer product (ONNX Runtime's MatMulIntegerToFloat,
+com.microsoft domain) between
+- the activation, quantised per row: each token's vector gets its own scale, max|x| / 127, and
+  is rounded (half up) to uint8 around a fixed zero point of 128, and
 - the weight, quantised per output column to 7 bits (|q| <= 63), symmetric,
-then the int32 product is scaled back to float by (row scale x column scale).
+then the int32 sums are scaled back to float by the column scale (in the GEMM's epilogue) and
+the row scale. An activation feeding several MatMuls (query, key, value) is quantised once.
 
 Why this form. A window's vector must not depend on the windows batched with it (the cache keys
 a window by its ids and keeps the first vector stored). Row scales depend on that token's vector
@@ -60,7 +62,8 @@ def quantize(model, keep, weight_max):
     done = 0
     const = lambda name, arr: new_inits.append(numpy_helper.from_array(arr, name)) or name
     c127 = const("rowq/127", np.array(127.0, np.float32))
-    c128 = const("rowq/128", np.array(128.0, np.float32))
+    c1285 = const("rowq/128.5", np.array(128.5, np.float32))
+    one = const("rowq/1", np.array(1.0, np.float32))
     tiny = const("rowq/tiny", np.array(1e-30, np.float32))
     zp = const("rowq/zp", np.array(128, np.uint8))
     for n in g.node:
@@ -71,15 +74,19 @@ def quantize(model, keep, weight_max):
         x = n.input[0]
         p = n.name.strip("/").replace("/", "_")
         if x not in quantized_inputs:
+            # Row scale s = max|x| / 127 from two reductions (no full-size Abs pass); the
+            # activation times 127/max|x|, plus 128.5, truncated by Cast: round half up around
+            # the zero point 128, in [1, 255].
             q = "rowq/" + x
             out_nodes += [
-                helper.make_node("Abs", [x], [q + "/abs"]),
-                helper.make_node("ReduceMax", [q + "/abs"], [q + "/max"], axes=[-1], keepdims=1),
-                helper.make_node("Div", [q + "/max", c127], [q + "/s0"]),
-                helper.make_node("Max", [q + "/s0", tiny], [q + "/scale"]),
-                helper.make_node("Div", [x, q + "/scale"], [q + "/div"]),
-                helper.make_node("Round", [q + "/div"], [q + "/round"]),
-                helper.make_node("Add", [q + "/round", c128], [q + "/shift"]),
+                helper.make_node("ReduceMax", [x], [q + "/max"], axes=[-1], keepdims=1),
+                helper.make_node("ReduceMin", [x], [q + "/min"], axes=[-1], keepdims=1),
+                helper.make_node("Neg", [q + "/min"], [q + "/negmin"]),
+                helper.make_node("Max", [q + "/max", q + "/negmin", tiny], [q + "/absmax"]),
+                helper.make_node("Div", [q + "/absmax", c127], [q + "/scale"]),
+                helper.make_node("Div", [c127, q + "/absmax"], [q + "/inv"]),
+                helper.make_node("Mul", [x, q + "/inv"], [q + "/scaled"]),
+                helper.make_node("Add", [q + "/scaled", c1285], [q + "/shift"]),
                 helper.make_node("Cast", [q + "/shift"], [q + "/u8"], to=TensorProto.UINT8),
             ]
             quantized_inputs[x] = (q + "/u8", q + "/scale")
@@ -92,10 +99,11 @@ def quantize(model, keep, weight_max):
         ws_name = const(w + "/rowq_scale", wscale)
         if users[w] == 1:
             dropped.add(w)
+        # MatMulIntegerToFloat (ONNX Runtime's com.microsoft domain) converts the exact int32
+        # sums and applies the column scales in the GEMM's epilogue; the row scale follows.
         out_nodes += [
-            helper.make_node("MatMulInteger", [xq, wq_name, zp], [p + "/i32"], name=n.name + "/int8"),
-            helper.make_node("Cast", [p + "/i32"], [p + "/f32"], to=TensorProto.FLOAT),
-            helper.make_node("Mul", [p + "/f32", ws_name], [p + "/colscaled"]),
+            helper.make_node("MatMulIntegerToFloat", [xq, wq_name, one, ws_name, zp], [p + "/colscaled"],
+                             name=n.name + "/int8", domain="com.microsoft"),
             helper.make_node("Mul", [p + "/colscaled", xs], [n.output[0]]),
         ]
         done += 1
@@ -121,7 +129,8 @@ def main():
     model = onnx.load(os.path.join(src, "model.onnx"))
     keep = re.compile(a.keep) if a.keep else re.compile(r"(?!)")
     n = quantize(model, keep, 63 if a.weight_bits == 7 else 127)
-    onnx.checker.check_model(model)
+    if not any(o.domain == "com.microsoft" for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     os.makedirs(dst, exist_ok=True)
     out = os.path.join(dst, "model.onnx.tmp")
     onnx.save(model, out)

@@ -4,7 +4,7 @@ the same model file and the same windows, each system a child process of its own
 
 usage: driver.py --work DIR --prep BIN --reignpipe BIN --dump DUMP [--docs 20] [--rounds 3]
                  [--systems reignpipe,st,ort,ort-sorted,fastembed] [--budgets 2048,16384]
-                 [--variants int8s,opt]
+                 [--variants int8s,int8r,opt]
 
 1. prep (ops/bench/peers/prep, reignpipe's own wikipedia source and WordPiece tokenizer) writes
    the first --docs long articles as corpus.jsonl and their K=S=512 windows as windows.json.
@@ -13,8 +13,8 @@ usage: driver.py --work DIR --prep BIN --reignpipe BIN --dump DUMP [--docs 20] [
    tokenizing, embedding, writing) and peak RSS is the child's ru_maxrss from wait4.
    reignpipe is `reignpipe run --from-scratch` on a jsonl pipeline with a fresh chunk cache.
    --budgets adds one reignpipe variant per batching.token_budget value; --variants one per GN
-   variant built beside the fetched GN (int8s: make gn-int8, opt: make gn-optimized), run as
-   gn.name all-minilm-l6-v2-<variant>.
+   variant built beside the fetched GN (int8s: make gn-int8, int8r: make gn-int8r, opt: make
+   gn-optimized), run as gn.name all-minilm-l6-v2-<variant>.
 3. Checks, every round: each peer's windows must equal prep's ids exactly; reignpipe's chunk
    embeddings are read back from the cache's Parquet shards it wrote; the cosine of each peer's
    window embedding with reignpipe's must be >= --min-cosine (min and mean are reported). An
@@ -182,7 +182,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--systems", default="reignpipe,st,ort,ort-sorted,fastembed")
     ap.add_argument("--budgets", default="", help="extra reignpipe variants: batching.token_budget values")
-    ap.add_argument("--variants", default="", help="extra reignpipe variants: GN variants, e.g. int8s,opt")
+    ap.add_argument("--variants", default="", help="extra reignpipe variants: GN variants, e.g. int8s,int8r,opt")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--min-cosine", type=float, default=0.9999)
     args = ap.parse_args()
@@ -208,7 +208,7 @@ def main():
     for v in variants:
         gn = gn_of(v)
         if not os.path.exists(os.path.join(home, "gn", gn, "model.onnx")):
-            raise SystemExit(f"peers: {v} needs {home}/gn/{gn}/model.onnx (make gn-int8 / make gn-optimized)")
+            raise SystemExit(f"peers: {v} needs {home}/gn/{gn}/model.onnx (make gn-int8 / make gn-int8r / make gn-optimized)")
     systems += variants
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     info = machine(args)
