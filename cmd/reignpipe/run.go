@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"runtime"
 	"runtime/pprof"
 
 	"github.com/reignpipe/reignpipe/connectors"
@@ -17,6 +18,7 @@ func cmdRun(ctx context.Context, args []string) error {
 	input := fs.String("input", "", "override source.path")
 	logFormat := fs.String("log-format", "text", "text or json")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the run to this file (go tool pprof)")
+	memProfile := fs.String("memprofile", "", "write a Go heap profile to this file when the run ends (go tool pprof)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -46,7 +48,27 @@ func cmdRun(ctx context.Context, args []string) error {
 		defer pprof.StopCPUProfile()
 	}
 	_, err = run(ctx, cfg, *fromScratch)
+	if *memProfile != "" {
+		if perr := writeHeapProfile(*memProfile); err == nil {
+			err = perr
+		}
+	}
 	return err
+}
+
+// writeHeapProfile records what the Go heap still holds after the run (in-use) and what the
+// run allocated (alloc), after a GC so that in-use is live data only.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // run executes one pipeline in this process and prints its summary, when it started, on stdout.

@@ -8,7 +8,9 @@
 # provider default) sets batching.token_budget. Documents are deterministic word salad over a
 # fixed vocabulary of common words (about one WordPiece token per word). REIGNPIPE_BIN picks
 # another binary. Prints one line:
-# docs, windows, wall s, max RSS MiB. Needs bin/reignpipe (make build) and the fetched GN.
+# docs, windows, wall s, max RSS MiB, and the Go runtime's share at the end (the rest is C
+# memory: ONNX Runtime, Pebble). RSS_LOG=FILE keeps the run's log, whose progress lines carry
+# rss_mib / go_mib / go_heap_mib every 10 s. Needs bin/reignpipe (make build) and the fetched GN.
 set -euo pipefail
 docs=${1:?docs}
 words=${2:?words per doc}
@@ -52,6 +54,7 @@ REIGNPIPE_INPUT="$work/corpus.jsonl" REIGNPIPE_OUT="$work/out" \
 }
 end=$(date +%s.%N)
 rss_kb=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$work/time.txt")
-windows=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s.get("windows", "?"))' "$work/out/summary.json")
-printf 'docs=%s words=%s k=%s budget=%s windows=%s wall_s=%.1f max_rss_mib=%.0f\n' \
-  "$docs" "$words" "${k:-512}" "${budget:-default}" "$windows" "$(echo "$end - $start" | bc)" "$(echo "$rss_kb / 1024" | bc -l)"
+read -r windows go_mib < <(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s.get("windows", "?"), s.get("go_memory_mib", "?"))' "$work/out/summary.json")
+if [[ -n "${RSS_LOG:-}" ]]; then cp "$work/run.log" "$RSS_LOG"; fi
+printf 'docs=%s words=%s k=%s budget=%s windows=%s wall_s=%.1f max_rss_mib=%.0f go_mib_at_end=%s\n' \
+  "$docs" "$words" "${k:-512}" "${budget:-default}" "$windows" "$(echo "$end - $start" | bc)" "$(echo "$rss_kb / 1024" | bc -l)" "$go_mib"
