@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"io/fs"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -18,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/reignpipe/reignpipe/internal/memstat"
 	"github.com/reignpipe/reignpipe/pipelines/reaggregate"
 	"github.com/reignpipe/reignpipe/stages/aggregate"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
@@ -173,7 +172,7 @@ func runChild(o childOptions) (sizeResult, error) {
 	if res.RebuildSeconds, err = timeRebuild(opts); err != nil {
 		return res, err
 	}
-	res.PeakRSSMiB = vmHWM()
+	res.PeakRSSMiB = memstat.MiB(memstat.Read().PeakRSS)
 
 	if o.legacyDocs > 0 {
 		opts.ReadParquet = true
@@ -192,7 +191,7 @@ func runChild(o childOptions) (sizeResult, error) {
 		if err := c.Close(); err != nil {
 			return res, err
 		}
-		res.LegacyPeakMiB = vmHWM()
+		res.LegacyPeakMiB = memstat.MiB(memstat.Read().PeakRSS)
 	}
 	return res, nil
 }
@@ -480,24 +479,4 @@ func diskUsage(dir string, res *sizeResult) error {
 	res.ParquetPerWin, res.VecPerWin, res.IndexPerWin = float64(pq)/w, float64(vec)/w, float64(idx)/w
 	res.DiskPerWindow = float64(pq+vec+idx) / w
 	return err
-}
-
-// vmHWM is the process's peak resident set in MiB, or -1 where /proc does not say.
-func vmHWM() float64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return -1
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			if err != nil {
-				return -1
-			}
-			return kb / 1024
-		}
-	}
-	return -1
 }
