@@ -28,10 +28,8 @@ product never runs Python.
 """
 import argparse
 import bz2
-import hashlib
 import os
 import re
-import shutil
 import sys
 import tempfile
 
@@ -42,16 +40,11 @@ from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, 
                                       QuantType, quantize_static)
 from tokenizers import Tokenizer
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import gnvariant  # noqa: E402 (ops/bench/gnvariant.py)
+
 # Not quantised: activation-by-activation attention products and the feed-forward output.
 KEEP_FP32 = re.compile(r"attention/self/MatMul|layer\.[0-9]+/output/dense")
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def calibration_windows(dump, tok, n, k=512):
@@ -85,9 +78,7 @@ def main():
     ap.add_argument("--calibration", required=True, help="Wikipedia dump (.xml or .xml.bz2)")
     ap.add_argument("--windows", type=int, default=64, help="calibration windows")
     a = ap.parse_args()
-    home = os.environ.get("REIGNPIPE_HOME", os.path.expanduser("~/.cache/reignpipe"))
-    src = os.path.join(home, "gn", a.name)
-    dst = os.path.join(home, "gn", a.name + "-int8s")
+    src, dst = gnvariant.paths(a.name, "-int8s")
     tok = Tokenizer.from_file(os.path.join(src, "tokenizer.json"))
     tok.no_truncation()
     tok.no_padding()
@@ -98,20 +89,18 @@ def main():
         model = version_converter.convert_version(model, 14)
     inputs = {i.name for i in model.graph.input}
     keep = [n.name for n in model.graph.node if n.op_type == "MatMul" and KEEP_FP32.search(n.name)]
-    os.makedirs(dst, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         staged = os.path.join(tmp, "model.onnx")
         onnx.save(model, staged)
-        out = os.path.join(dst, "model.onnx.tmp")
-        quantize_static(staged, out, Windows(wins, inputs), quant_format=QuantFormat.QDQ,
+        quantize_static(staged, gnvariant.staging(dst), Windows(wins, inputs),
+                        quant_format=QuantFormat.QDQ,
                         per_channel=True, activation_type=QuantType.QUInt8,
                         weight_type=QuantType.QInt8, calibrate_method=CalibrationMethod.MinMax,
                         op_types_to_quantize=["MatMul"], nodes_to_exclude=keep,
                         extra_options={"ActivationSymmetric": False})
-    os.replace(out, os.path.join(dst, "model.onnx"))
-    shutil.copyfile(os.path.join(src, "tokenizer.json"), os.path.join(dst, "tokenizer.json"))
+    got = gnvariant.install(src, dst, "quantize.py")
     print(f"kept fp32: {len(keep)} MatMuls; calibration: {len(wins)} windows of {a.calibration}")
-    print(f"{sha256(os.path.join(dst, 'model.onnx'))}  {os.path.join(dst, 'model.onnx')}")
+    print(f"{got}  {os.path.join(dst, 'model.onnx')}")
 
 
 if __name__ == "__main__":

@@ -30,23 +30,16 @@ instead of 0.9964 on all-MiniLM-L6-v2) and exact only on CPUs with VNNI (AVX512-
 AVX-VNNI), whose u8 x s8 instruction adds in 32 bits.
 """
 import argparse
-import hashlib
 import os
 import re
-import shutil
 import sys
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import gnvariant  # noqa: E402 (ops/bench/gnvariant.py)
 
 
 def quantize(model, keep, weight_max):
@@ -123,24 +116,14 @@ def main():
     ap.add_argument("--suffix", default="-int8r")
     ap.add_argument("--expect", help="sha256 the output must have; refused (and removed) otherwise")
     a = ap.parse_args()
-    home = os.environ.get("REIGNPIPE_HOME", os.path.expanduser("~/.cache/reignpipe"))
-    src = os.path.join(home, "gn", a.name)
-    dst = os.path.join(home, "gn", a.name + a.suffix)
+    src, dst = gnvariant.paths(a.name, a.suffix)
     model = onnx.load(os.path.join(src, "model.onnx"))
     keep = re.compile(a.keep) if a.keep else re.compile(r"(?!)")
     n = quantize(model, keep, 63 if a.weight_bits == 7 else 127)
     if not any(o.domain == "com.microsoft" for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
-    os.makedirs(dst, exist_ok=True)
-    out = os.path.join(dst, "model.onnx.tmp")
-    onnx.save(model, out)
-    got = sha256(out)
-    if a.expect and got != a.expect:
-        os.remove(out)
-        sys.exit(f"rowquant.py: {a.name}: output sha256 {got}, expected {a.expect} "
-                 "(another onnx or numpy version?): not installed")
-    os.replace(out, os.path.join(dst, "model.onnx"))
-    shutil.copyfile(os.path.join(src, "tokenizer.json"), os.path.join(dst, "tokenizer.json"))
+    onnx.save(model, gnvariant.staging(dst))
+    got = gnvariant.install(src, dst, "rowquant.py", a.expect)
     print(f"quantised {n} MatMuls row-wise ({a.weight_bits}-bit weights)")
     print(f"{got}  {os.path.join(dst, 'model.onnx')}")
 
