@@ -1,8 +1,6 @@
 package gn
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -39,24 +37,18 @@ func TestInt8VariantsTrackFP32(t *testing.T) {
 		}
 		parent := loadGN(t, name)
 		want := embedOne(t, parent, ws...)
-		for _, variant := range []string{"-int8r", "-int8s"} {
-			if _, err := os.Stat(filepath.Join(testenv.Home(), "gn", name+variant, "model.onnx")); err != nil {
-				if variant == "-int8r" && os.Getenv("REIGNPIPE_STRICT") == "1" {
-					t.Errorf("%s%s not built: make test builds it first (make gn-int8r)", name, variant)
-				}
-				continue
-			}
-			t.Run(name+variant, func(t *testing.T) {
-				got := embedOne(t, loadGN(t, name+variant), ws...)
+		for _, variant := range builtVariants(t, name, "-int8r", "-int8s") {
+			t.Run(variant, func(t *testing.T) {
+				got := embedOne(t, loadGN(t, variant), ws...)
 				sum, low := 0.0, 1.0
 				for i := range ws {
 					c := cosine(got[i], f64(want[i]))
 					sum, low = sum+c, min(low, c)
 				}
 				mean := sum / float64(len(ws))
-				t.Logf("%s%s vs fp32 on %d prose windows: cosine mean %.5f, min %.5f", name, variant, len(ws), mean, low)
+				t.Logf("%s vs fp32 on %d prose windows: cosine mean %.5f, min %.5f", variant, len(ws), mean, low)
 				if low < 0.98 || mean < 0.99 {
-					t.Fatalf("%s%s drifted from its fp32 parent: cosine mean %.5f, min %.5f", name, variant, mean, low)
+					t.Fatalf("%s drifted from its fp32 parent: cosine mean %.5f, min %.5f", variant, mean, low)
 				}
 			})
 		}

@@ -56,23 +56,8 @@ func TestBatchInvariance(t *testing.T) {
 	names := slices.Clone(gns)
 	for _, name := range gns {
 		// The offline-fused variants (gn.optimized, make gn-optimized; their fused Attention
-		// kernel is another code path) and the static int8 ones when they are there.
-		for _, variant := range []string{"-opt", "-int8s"} {
-			if _, err := os.Stat(filepath.Join(testenv.Home(), "gn", name+variant, "model.onnx")); err == nil {
-				names = append(names, name+variant)
-			} else {
-				t.Logf("%s%s not built (make gn-optimized / make gn-int8): not checked", name, variant)
-			}
-		}
-		// The row-wise int8 variants are built by make test itself (make gn-int8r, from the
-		// test venv), so under REIGNPIPE_STRICT their absence fails rather than skips.
-		if _, err := os.Stat(filepath.Join(testenv.Home(), "gn", name+"-int8r", "model.onnx")); err == nil {
-			names = append(names, name+"-int8r")
-		} else if os.Getenv("REIGNPIPE_STRICT") == "1" {
-			t.Errorf("%s-int8r not built: make test builds it first (make gn-int8r)", name)
-		} else {
-			t.Logf("%s-int8r not built (make gn-int8r): not checked", name)
-		}
+		// kernel is another code path) and the int8 ones.
+		names = append(names, builtVariants(t, name, "-opt", "-int8s", "-int8r")...)
 	}
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
@@ -132,4 +117,27 @@ func TestBatchInvariance(t *testing.T) {
 			}
 		})
 	}
+}
+
+// variantMake is the make target that builds each GN variant the tests know.
+var variantMake = map[string]string{"-opt": "gn-optimized", "-int8s": "gn-int8", "-int8r": "gn-int8r"}
+
+// builtVariants returns the names of GN name's variants that are built. The row-wise int8 ones
+// are built by make test itself (make gn-int8r, from the test venv), so under REIGNPIPE_STRICT
+// their absence fails the test rather than skipping the check; the others need the peers venv
+// and are checked only when there.
+func builtVariants(t *testing.T, name string, variants ...string) []string {
+	t.Helper()
+	var built []string
+	for _, v := range variants {
+		switch _, err := os.Stat(filepath.Join(testenv.Home(), "gn", name+v, "model.onnx")); {
+		case err == nil:
+			built = append(built, name+v)
+		case v == "-int8r" && os.Getenv("REIGNPIPE_STRICT") == "1":
+			t.Errorf("%s%s not built: make test builds it first (make %s)", name, v, variantMake[v])
+		default:
+			t.Logf("%s%s not built (make %s): not checked", name, v, variantMake[v])
+		}
+	}
+	return built
 }
