@@ -27,8 +27,8 @@ var samples = []metrics.Sample{
 
 // Read takes a snapshot. It is cheap (no stop-the-world), so a progress loop can call it.
 func Read() Snapshot {
-	s := Snapshot{RSS: -1, PeakRSS: -1}
-	s.RSS, s.PeakRSS = procStatus("VmRSS:"), procStatus("VmHWM:")
+	s := Snapshot{}
+	s.RSS, s.PeakRSS = procStatus()
 	ss := make([]metrics.Sample, len(samples))
 	copy(ss, samples)
 	metrics.Read(ss)
@@ -45,21 +45,31 @@ func MiB(b int64) float64 {
 	return float64(b) / (1 << 20)
 }
 
-func procStatus(field string) int64 {
+// procStatus reads VmRSS and VmHWM in one pass over /proc/self/status; -1 for either it lacks.
+func procStatus() (rss, peak int64) {
+	rss, peak = -1, -1
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
-		return -1
+		return rss, peak
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), field); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				return -1
-			}
-			return kb << 10
+	for sc.Scan() && (rss < 0 || peak < 0) {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			rss = kiB(rest)
+		} else if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			peak = kiB(rest)
 		}
 	}
-	return -1
+	return rss, peak
+}
+
+// kiB parses a status value such as "  123456 kB" into bytes, -1 if it is not one.
+func kiB(v string) int64 {
+	kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+	if err != nil {
+		return -1
+	}
+	return kb << 10
 }

@@ -31,3 +31,20 @@ func TestReadSeesAnAllocation(t *testing.T) {
 		t.Error("MiB")
 	}
 }
+
+func TestKiB(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int64
+	}{
+		{"\t  123456 kB", 123456 << 10},
+		{" 0 kB", 0},
+		{" 12", 12 << 10},
+		{" lots kB", -1},
+		{"", -1},
+	} {
+		if got := kiB(c.in); got != c.want {
+			t.Errorf("kiB(%q) = %d, want %d", c.in, got, c.want)
+		}
+	}
+}
