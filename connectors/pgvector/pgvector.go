@@ -1,0 +1,396 @@
+// Package pgvector is the PostgreSQL + pgvector vector sink and the nearest-neighbour query
+// side over the tables it writes.
+//
+// Layout: one table per vector space, named <prefix>_<kind>_<8 hex of xxhash64(space)>
+// (reignpipe_reign_1a2b3c4d, reignpipe_gn_5e6f7a8b), since vectors of two spaces are never
+// comparable and may differ in dimension. <prefix>_spaces maps each space to its table, its
+// dimension and the distance its index ranks by. A row is one document: doc_id (the primary
+// key), version, content_hash (the uint64 xxhash64 stored as the bigint with the same 64 bits,
+// so values past 2^63 read back negative in SQL; Hit.ContentHash undoes it), title, source,
+// n_chunks, n_tokens, embedding vector(dim) and written_at.
+//
+// Each table keeps the newest version of a document, ordered exactly as the file readers order
+// them (vectorfile.CompareVersions); the SQL function <prefix>_version_cmp reproduces that
+// order so the upsert's own guard agrees with the Go decision. Rows are written inside one
+// transaction per Flush, so nothing is visible before Flush returns and a failed Flush leaves
+// the whole batch to be sent again: every write is idempotent (same version and content hash
+// again is a no-op).
+package pgvector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/reignpipe/reignpipe/schemas"
+)
+
+// Defaults of the zero Options fields.
+const (
+	DefaultTable        = "reignpipe"
+	DefaultBatchRows    = 500
+	DefaultIndex        = IndexHNSW
+	DefaultDistance     = InnerProduct
+	DefaultRetryTimeout = 2 * time.Minute
+)
+
+// Index modes.
+const (
+	IndexHNSW     = "hnsw"     // the index exists from the table's creation on
+	IndexDeferred = "deferred" // built by Close, after a bulk load: faster than a live index
+	IndexNone     = "none"     // never built (exact scans only)
+)
+
+// Distances. Every vector reignpipe publishes is L2-normalised, so the inner product ranks as
+// the cosine does and costs less.
+const (
+	InnerProduct = "inner_product"
+	Cosine       = "cosine"
+	L2           = "l2"
+)
+
+// MaxHNSWDim is the largest dimension pgvector's HNSW index takes for the vector type.
+const MaxHNSWDim = 2000
+
+// maxPrefix keeps every name the sink derives within PostgreSQL's 63-byte identifiers:
+// prefix + "_" + kind (<= 8) + "_" + 8 hex + "_hnsw".
+const maxPrefix = 40
+
+var prefixRe = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+
+// CheckTable says why prefix cannot be a table prefix ("" when it can): a plain lowercase SQL
+// identifier, so that psql needs no quotes around the names derived from it.
+func CheckTable(prefix string) string {
+	switch {
+	case !prefixRe.MatchString(prefix):
+		return fmt.Sprintf("%q is not a plain identifier: use lowercase letters, digits and _, starting with a letter or _", prefix)
+	case len(prefix) > maxPrefix:
+		return fmt.Sprintf("%q is %d characters, more than %d (the table names derived from it must fit PostgreSQL's 63)", prefix, len(prefix), maxPrefix)
+	}
+	return ""
+}
+
+// Options configure a Sink. Zero values mean the defaults above.
+type Options struct {
+	// DSN is a libpq connection string or URL; "" reads the standard PG* environment variables
+	// (PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, PGSSLMODE).
+	DSN          string
+	Table        string // table prefix
+	BatchRows    int    // rows per upsert statement
+	Index        string // hnsw | deferred | none
+	Distance     string // inner_product | cosine | l2
+	RetryTimeout time.Duration
+	// Dim and GNDim are the pipeline's vector dimensions (0: unknown, taken from the first
+	// vector). GNDim > 0: every vector also carries its GN mean-pool companion.
+	Dim, GNDim int
+	// Key is the sink's place in the pipeline file ("sinks[0]"), for messages.
+	Key    string
+	Logger *slog.Logger
+}
+
+func (o *Options) defaults() error {
+	if o.Table == "" {
+		o.Table = DefaultTable
+	}
+	if o.BatchRows == 0 {
+		o.BatchRows = DefaultBatchRows
+	}
+	if o.Index == "" {
+		o.Index = DefaultIndex
+	}
+	if o.Distance == "" {
+		o.Distance = DefaultDistance
+	}
+	if o.RetryTimeout == 0 {
+		o.RetryTimeout = DefaultRetryTimeout
+	}
+	if o.Key == "" {
+		o.Key = "sinks[]"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if why := CheckTable(o.Table); why != "" {
+		return fmt.Errorf("pgvector sink: %s.table: %s", o.Key, why)
+	}
+	if o.BatchRows < 1 {
+		return fmt.Errorf("pgvector sink: %s.batch_rows: must be >= 1", o.Key)
+	}
+	if err := CheckIndex(o.Index); err != "" {
+		return fmt.Errorf("pgvector sink: %s.index: %s", o.Key, err)
+	}
+	if err := CheckDistance(o.Distance); err != "" {
+		return fmt.Errorf("pgvector sink: %s.distance: %s", o.Key, err)
+	}
+	if o.RetryTimeout < 0 {
+		return fmt.Errorf("pgvector sink: %s.retry_timeout: must be >= 0", o.Key)
+	}
+	for _, d := range []int{o.Dim, o.GNDim} {
+		if err := o.checkDim(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckIndex says why mode is not an index mode ("" when it is one).
+func CheckIndex(mode string) string {
+	switch mode {
+	case IndexHNSW, IndexDeferred, IndexNone:
+		return ""
+	}
+	return fmt.Sprintf("%q is not hnsw, deferred or none", mode)
+}
+
+// CheckDistance says why d is not a distance ("" when it is one).
+func CheckDistance(d string) string {
+	switch d {
+	case InnerProduct, Cosine, L2:
+		return ""
+	}
+	return fmt.Sprintf("%q is not inner_product, cosine or l2", d)
+}
+
+func (o *Options) checkDim(dim int) error {
+	if dim > MaxHNSWDim && o.Index != IndexNone {
+		return fmt.Errorf("pgvector sink: %s.index: %s cannot index %d-dimensional vectors (pgvector's HNSW takes at most %d for the vector type); set %s.index: none for exact scans only",
+			o.Key, o.Index, dim, MaxHNSWDim, o.Key)
+	}
+	return nil
+}
+
+// row is one vector as it goes into its space's table.
+type row struct {
+	space          string
+	docID, version string
+	hash           uint64
+	title, source  string
+	nChunks        int
+	nTokens        int
+	vec            []float32
+}
+
+// Sink writes DocVectors to PostgreSQL. It is used from one goroutine at a time (the
+// connectors.Sink contract) and starts none.
+type Sink struct {
+	o      Options
+	cfg    *pgx.ConnConfig
+	target string // host:port/db, for messages: never the password
+	conn   *pgx.Conn
+	tx     pgx.Tx
+	spaces map[string]*space // spaces known to exist with their table
+
+	// rows are everything written since the last commit, in write order; sent of them went
+	// into the open transaction. Only a commit drops them.
+	rows []row
+	sent int
+	// counts are the committed outcomes; pending those of the open transaction.
+	counts, pending map[string]int64
+	closed          bool
+	err             error // a permanent failure: later calls return it
+}
+
+// Outcome names of Counts.
+const (
+	Inserted            = "inserted"
+	Updated             = "updated"
+	Unchanged           = "unchanged"
+	OlderSkipped        = "older_skipped"
+	SameVersionReplaced = "same_version_replaced"
+)
+
+// Open connects, checks (or creates) the vector extension and the table prefix's registry, and
+// returns a sink. A database that is down is waited for up to RetryTimeout; bad credentials, a
+// missing database or a missing extension fail at once.
+func Open(ctx context.Context, o Options) (*Sink, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	cfg, err := parseDSN(o.DSN, o.Key)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sink{o: o, cfg: cfg, target: target(cfg.Config), spaces: map[string]*space{},
+		counts: map[string]int64{}, pending: map[string]int64{}}
+	err = s.retry(ctx, "connect", func(ctx context.Context) error {
+		if err := s.connect(ctx); err != nil {
+			return err
+		}
+		return s.setup(ctx)
+	})
+	if err != nil {
+		s.drop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Target names the database the sink writes to (host:port/database), without credentials.
+func (s *Sink) Target() string { return s.target }
+
+// Write buffers v; once BatchRows rows wait it sends them into the open transaction. Nothing is
+// committed before Flush.
+func (s *Sink) Write(ctx context.Context, v schemas.DocVector) error {
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	if err := s.check(v); err != nil {
+		return err
+	}
+	s.rows = append(s.rows, newRow(v.Space, v, v.Vector))
+	if len(v.GNVector) > 0 {
+		s.rows = append(s.rows, newRow(v.GNSpace, v, v.GNVector))
+	}
+	if len(s.rows)-s.sent < s.o.BatchRows {
+		return nil
+	}
+	return s.fail(s.retry(ctx, "write", s.send))
+}
+
+func newRow(sp string, v schemas.DocVector, vec []float32) row {
+	// A copy: the caller may reuse its slices once Write returns, and the row may be sent
+	// again after a reconnect.
+	return row{space: sp, docID: v.DocID, version: v.Version, hash: v.ContentHash, title: v.Title,
+		source: v.Source, nChunks: v.NChunks, nTokens: v.NTokens, vec: append([]float32(nil), vec...)}
+}
+
+func (s *Sink) check(v schemas.DocVector) error {
+	switch {
+	case v.DocID == "":
+		return errors.New("pgvector sink: a vector without a doc id")
+	case v.Space == "" || len(v.Vector) == 0:
+		return fmt.Errorf("pgvector sink: %s: a vector without its space or values", v.DocID)
+	case len(v.GNVector) > 0 && v.GNSpace == "":
+		return fmt.Errorf("pgvector sink: %s: a GN vector without its space", v.DocID)
+	case len(v.GNVector) > 0 && s.o.GNDim > 0 && len(v.GNVector) != s.o.GNDim:
+		return fmt.Errorf("pgvector sink: %s: GN vector of %d dimensions, the pipeline's are %d", v.DocID, len(v.GNVector), s.o.GNDim)
+	case len(v.GNVector) > 0 && v.GNSpace == v.Space:
+		return fmt.Errorf("pgvector sink: %s: the vector and its GN companion are both labelled %s", v.DocID, v.Space)
+	}
+	// With single_chunk: gn a one-chunk document's Vector is its GN vector: either dimension.
+	if n := len(v.Vector); s.o.Dim > 0 && n != s.o.Dim && (s.o.GNDim == 0 || n != s.o.GNDim) {
+		return fmt.Errorf("pgvector sink: %s: vector of %d dimensions, the pipeline's are %d", v.DocID, n, s.o.Dim)
+	}
+	return nil
+}
+
+// Flush commits every vector written so far: when it returns nil they are durable and visible.
+// A database that is down is retried (the whole uncommitted batch sent again) for up to
+// RetryTimeout; the rows stay buffered after a failure, so a later Flush can still commit them.
+func (s *Sink) Flush(ctx context.Context) error {
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	if len(s.rows) == 0 {
+		return nil
+	}
+	return s.fail(s.retry(ctx, "flush", func(ctx context.Context) error {
+		if err := s.send(ctx); err != nil {
+			return err
+		}
+		if err := s.tx.Commit(ctx); err != nil {
+			s.tx = nil
+			return err
+		}
+		s.tx = nil
+		for k, n := range s.pending {
+			s.counts[k] += n
+		}
+		clear(s.pending)
+		s.rows, s.sent = s.rows[:0], 0
+		return nil
+	}))
+}
+
+// Close flushes, builds the deferred indexes (index: deferred) and disconnects.
+func (s *Sink) Close(ctx context.Context) error {
+	if s.closed {
+		return nil
+	}
+	err := s.Flush(ctx)
+	if err == nil && s.o.Index == IndexDeferred {
+		err = s.fail(s.buildDeferred(ctx))
+	}
+	s.closed = true
+	s.drop()
+	return err
+}
+
+// Counts returns the committed outcomes by name (inserted, updated, unchanged, older_skipped,
+// same_version_replaced). A vector and its GN companion are two rows and count twice.
+func (s *Sink) Counts() map[string]int64 {
+	out := map[string]int64{Inserted: 0, Updated: 0, Unchanged: 0, OlderSkipped: 0, SameVersionReplaced: 0}
+	for k, n := range s.counts {
+		out[k] = n
+	}
+	return out
+}
+
+func (s *Sink) usable(ctx context.Context) error {
+	switch {
+	case s.closed:
+		return errors.New("pgvector sink: closed")
+	case s.err != nil:
+		return s.err
+	}
+	return ctx.Err()
+}
+
+// fail keeps a permanent error for later calls: the sink cannot recover from one by itself.
+// Transient ones that ran out of time are not kept: the rows are still there to send again.
+func (s *Sink) fail(err error) error {
+	var p *permanentError
+	if errors.As(err, &p) {
+		s.err = err
+	}
+	return err
+}
+
+// drop closes the connection without waiting on a server that may be gone.
+func (s *Sink) drop() {
+	s.tx = nil
+	if s.conn != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = s.conn.Close(ctx)
+		cancel()
+		s.conn = nil
+	}
+}
+
+// buildDeferred builds the index of every table this sink wrote and analyzes it.
+func (s *Sink) buildDeferred(ctx context.Context) error {
+	names := make([]string, 0, len(s.spaces))
+	for name := range s.spaces {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		sp := s.spaces[name]
+		if !sp.written {
+			continue
+		}
+		start := time.Now()
+		err := s.retry(ctx, "build index", func(ctx context.Context) error {
+			if err := s.ensureConn(ctx); err != nil {
+				return err
+			}
+			if _, err := s.conn.Exec(ctx, createIndexSQL(sp.table, s.o.Distance)); err != nil {
+				return err
+			}
+			_, err := s.conn.Exec(ctx, "ANALYZE "+ident(sp.table))
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		s.o.Logger.Info("pgvector: built the deferred HNSW index", "table", sp.table, "space", name,
+			"seconds", time.Since(start).Seconds())
+	}
+	return nil
+}

@@ -1,0 +1,175 @@
+package pgvector
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/cespare/xxhash/v2"
+	pgv "github.com/pgvector/pgvector-go"
+
+	"github.com/reignpipe/reignpipe/connectors/vectorfile"
+)
+
+// send puts every row not yet sent into the open transaction (beginning one), in statements of
+// at most BatchRows rows per space. Counts go to pending until the commit.
+func (s *Sink) send(ctx context.Context) error {
+	if err := s.ensureConn(ctx); err != nil {
+		return err
+	}
+	unsent := s.rows[s.sent:]
+	// Spaces first: their DDL runs on its own connection, before the write transaction holds
+	// any lock a creating writer might wait for.
+	var order []string
+	bySpace := map[string][]row{}
+	for _, r := range unsent {
+		if _, ok := bySpace[r.space]; !ok {
+			order = append(order, r.space)
+		}
+		bySpace[r.space] = append(bySpace[r.space], r)
+	}
+	spaces := make([]*space, len(order))
+	for i, name := range order {
+		rows := bySpace[name]
+		for _, r := range rows[1:] {
+			if len(r.vec) != len(rows[0].vec) {
+				return permanent(nil, "pgvector sink: space %s has vectors of %d and %d dimensions (%s, %s)", name, len(rows[0].vec), len(r.vec), rows[0].docID, r.docID)
+			}
+		}
+		sp, err := s.space(ctx, name, len(rows[0].vec))
+		if err != nil {
+			return err
+		}
+		spaces[i] = sp
+	}
+	if s.tx == nil {
+		tx, err := s.conn.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		s.tx = tx
+	}
+	for i, name := range order {
+		rows := bySpace[name]
+		for start := 0; start < len(rows); start += s.o.BatchRows {
+			if err := s.upsert(ctx, spaces[i], rows[start:min(start+s.o.BatchRows, len(rows))]); err != nil {
+				return err
+			}
+		}
+		spaces[i].written = true
+	}
+	s.sent = len(s.rows)
+	return nil
+}
+
+// stored is what a table holds for a doc id.
+type stored struct {
+	version string
+	hash    uint64
+}
+
+// decide is the one upsert rule: the newest version wins (vectorfile.CompareVersions); the
+// same version with the same content hash is a redelivery and changes nothing; the same
+// version with another hash is replaced (the last writer wins).
+func decide(old *stored, version string, hash uint64) string {
+	if old == nil {
+		return Inserted
+	}
+	switch c := vectorfile.CompareVersions(version, old.version); {
+	case c < 0:
+		return OlderSkipped
+	case c > 0:
+		return Updated
+	case hash == old.hash:
+		return Unchanged
+	}
+	return SameVersionReplaced
+}
+
+// upsert writes rows of one space. The doc ids are locked first (advisory locks, taken in one
+// order, so they hold also for ids not in the table yet), then their stored versions read, so
+// two writers decide in turn on what the other committed. The INSERT's own guard applies the
+// same rule in SQL, for writers that do not take the locks.
+func (s *Sink) upsert(ctx context.Context, sp *space, rows []row) error {
+	tx, table := s.tx, ident(sp.table)
+	ids := make([]string, 0, len(rows))
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if !seen[r.docID] {
+			seen[r.docID] = true
+			ids = append(ids, r.docID)
+		}
+	}
+	keys := make([]int32, len(ids))
+	for i, id := range ids {
+		keys[i] = int32(xxhash.Sum64String(id))
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	if _, err := tx.Exec(ctx, "SELECT count(pg_advisory_xact_lock($1::int4, k)) FROM unnest($2::int4[]) AS k",
+		int32(xxhash.Sum64String(sp.table)), keys); err != nil {
+		return err
+	}
+	state := map[string]*stored{}
+	q, err := tx.Query(ctx, "SELECT doc_id, version, content_hash FROM "+table+" WHERE doc_id = ANY($1) FOR UPDATE", ids)
+	if err != nil {
+		return err
+	}
+	for q.Next() {
+		var id string
+		var st stored
+		var h int64
+		if err := q.Scan(&id, &st.version, &h); err != nil {
+			q.Close()
+			return err
+		}
+		st.hash = uint64(h)
+		state[id] = &st
+	}
+	q.Close()
+	if err := q.Err(); err != nil {
+		return err
+	}
+	// Rows in write order, each decided against what the table (or an earlier row of the
+	// batch) holds, so a doc id twice in a batch keeps its newest and counts like two batches.
+	final := map[string]int{}
+	for i, r := range rows {
+		out := decide(state[r.docID], r.version, r.hash)
+		s.pending[out]++
+		if out == OlderSkipped || out == Unchanged {
+			continue
+		}
+		state[r.docID] = &stored{version: r.version, hash: r.hash}
+		final[r.docID] = i
+	}
+	if len(final) == 0 {
+		return nil
+	}
+	n := len(final)
+	var (
+		docs, versions, titles, sources = make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+		hashes, tokens                  = make([]int64, 0, n), make([]int64, 0, n)
+		chunks                          = make([]int32, 0, n)
+		vecs                            = make([]pgv.Vector, 0, n)
+	)
+	for _, id := range ids {
+		i, ok := final[id]
+		if !ok {
+			continue
+		}
+		r := rows[i]
+		docs, versions, titles, sources = append(docs, r.docID), append(versions, r.version), append(titles, r.title), append(sources, r.source)
+		hashes, tokens = append(hashes, int64(r.hash)), append(tokens, int64(r.nTokens))
+		chunks, vecs = append(chunks, int32(r.nChunks)), append(vecs, pgv.NewVector(r.vec))
+	}
+	cmp := ident(versionCmp(s.o.Table))
+	sql := fmt.Sprintf(`INSERT INTO %[1]s AS t (doc_id, version, content_hash, title, source, n_chunks, n_tokens, embedding)
+SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::text[], $6::int4[], $7::int8[], $8::vector[])
+ON CONFLICT (doc_id) DO UPDATE SET version = EXCLUDED.version, content_hash = EXCLUDED.content_hash,
+	title = EXCLUDED.title, source = EXCLUDED.source, n_chunks = EXCLUDED.n_chunks, n_tokens = EXCLUDED.n_tokens,
+	embedding = EXCLUDED.embedding, written_at = now()
+WHERE %[2]s(EXCLUDED.version, t.version) > 0
+	OR (%[2]s(EXCLUDED.version, t.version) = 0 AND EXCLUDED.content_hash <> t.content_hash)`, table, cmp)
+	_, err = tx.Exec(ctx, sql, docs, versions, hashes, titles, sources, chunks, tokens, vecs)
+	return err
+}
