@@ -20,7 +20,7 @@ GO ?= go
 RACE_PKGS := ./pipelines/embedded/ ./pipelines/distributed/ ./stages/gn/ ./stages/shardcache/ ./connectors/vectorfile/ \
 	./connectors/watchdir/ ./connectors/kafka/ ./internal/kafka/ ./internal/kafka/offsets/
 
-.PHONY: all build fetch fetch-gpu bench-gpu gn-optimized gn-int8 gn-int8r kafka tools pydeps train-deps demo test test-go test-unshared fuzz-smoke fuzz bench bench-peers clean
+.PHONY: all build fetch fetch-gpu bench-gpu gn-optimized gn-int8 gn-int8r kafka postgres tools pydeps train-deps demo test test-go test-unshared fuzz-smoke fuzz bench bench-peers clean
 
 all: build
 
@@ -37,6 +37,11 @@ fetch-gpu:
 # The Apache Kafka broker the Kafka tests run against (jars from Maven Central).
 kafka:
 	@ops/kafka fetch >/dev/null
+
+# PostgreSQL 15 with pgvector, the vector store the database tests run against: Debian's packages
+# unpacked into $(REIGNPIPE_HOME)/postgres without a system install, pgvector built from source.
+postgres:
+	@ops/postgres fetch >/dev/null
 
 # Command-line tools the tests use beside our own code (kcat), unpacked from Debian packages into
 # $(REIGNPIPE_HOME)/tools without root; the tests look there before PATH.
@@ -59,20 +64,21 @@ train-deps: $(TRAIN_PY)
 demo: fetch build
 	ops/demo
 
-# REIGNPIPE_STRICT=1: a test that needs a fetched model, a Python oracle or the Kafka broker
+# REIGNPIPE_STRICT=1: a test that needs a fetched model, a Python oracle, the Kafka broker or PostgreSQL
 # fails instead of skipping, so nothing passes by not running. Tests on ../shared/data still skip
 # without it. ops/with-kafka starts the broker for the Go tests (REIGNPIPE_KAFKA_BROKERS,
-# REIGNPIPE_KAFKA_CTL) and stops it afterwards, also when they fail.
-test: fetch pydeps train-deps gn-int8r kafka tools
-	ops/with-kafka $(MAKE) --no-print-directory test-go
+# REIGNPIPE_KAFKA_CTL) and ops/with-postgres the PostgreSQL server (REIGNPIPE_PG_DSN,
+# REIGNPIPE_PG_CTL), and each stops its server afterwards, also when they fail.
+test: fetch pydeps train-deps gn-int8r kafka postgres tools
+	ops/with-kafka ops/with-postgres $(MAKE) --no-print-directory test-go
 	$(MAKE) --no-print-directory fuzz-smoke
 
 # The suite once more as a fresh clone without ../shared sees it: the tests' shared data root
 # points at an empty folder, so every test on it must skip cleanly or use its own fixture.
 # .ci/run runs it after `make test`.
-test-unshared: fetch pydeps train-deps gn-int8r kafka tools
+test-unshared: fetch pydeps train-deps gn-int8r kafka postgres tools
 	@empty=$$(mktemp -d) && trap 'rm -rf "$$empty"' EXIT && \
-	  REIGNPIPE_SHARED_DATA=$$empty ops/with-kafka env REIGNPIPE_STRICT=1 REIGNPIPE_PYTHON=$(PY) $(GO) test -count=1 ./...
+	  REIGNPIPE_SHARED_DATA=$$empty ops/with-kafka ops/with-postgres env REIGNPIPE_STRICT=1 REIGNPIPE_PYTHON=$(PY) $(GO) test -count=1 ./...
 
 test-go:
 	REIGNPIPE_STRICT=1 REIGNPIPE_PYTHON=$(PY) $(GO) test -count=1 ./...
