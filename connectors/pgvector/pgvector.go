@@ -234,6 +234,19 @@ func Open(ctx context.Context, o Options) (*Sink, error) {
 // Target names the database the sink writes to (host:port/database), without credentials.
 func (s *Sink) Target() string { return s.target }
 
+// Describe names where a sink with this dsn and table prefix writes, for run summaries:
+// "pgvector:HOST:PORT/DATABASE table PREFIX", never the password.
+func Describe(dsn, table string) string {
+	if table == "" {
+		table = DefaultTable
+	}
+	where := "(dsn not valid)"
+	if cfg, err := pgx.ParseConfig(dsn); err == nil {
+		where = target(cfg.Config)
+	}
+	return "pgvector:" + where + " table " + table
+}
+
 // Write buffers v; once BatchRows rows wait it sends them into the open transaction. Nothing is
 // committed before Flush.
 func (s *Sink) Write(ctx context.Context, v schemas.DocVector) error {

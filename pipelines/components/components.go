@@ -1,18 +1,21 @@
 // Package components declares the built-in component types -- the wikipedia, jsonl and uspto
-// sources, the parquet, jsonl and kafka sinks, the meanpool and reign aggregations -- each with
-// its keys, defaults, docs, validation and constructor in one place (see package
+// sources, the parquet, jsonl, kafka and pgvector sinks, the meanpool and reign aggregations --
+// each with its keys, defaults, docs, validation and constructor in one place (see package
 // pipelines/registry). Builtin returns them; nothing registers itself.
 package components
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
 	"regexp"
+	"strconv"
 
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/connectors/jsonl"
 	"github.com/reignpipe/reignpipe/connectors/multifile"
+	"github.com/reignpipe/reignpipe/connectors/pgvector"
 	"github.com/reignpipe/reignpipe/connectors/uspto"
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/connectors/watchdir"
@@ -30,6 +33,7 @@ func Builtin() *registry.Registry {
 			fileSink("parquet", "Parquet vector part files", openParquet),
 			fileSink("jsonl", "JSONL vector part files, each with its sha256", openJSONL),
 			kafkaSink(),
+			pgvectorSink(),
 		},
 		Aggregators: []registry.Aggregator{meanPool(), reignAggregator()},
 		SourceKeys: []registry.Key{
@@ -204,6 +208,42 @@ func kafkaSink() registry.Sink {
 		},
 		Output:    func(c registry.SinkConfig) string { return "kafka:" + c.Topic },
 		Transport: "kafka",
+	}
+}
+
+func pgvectorSink() registry.Sink {
+	return registry.Sink{
+		Type: "pgvector", Doc: "vectors into PostgreSQL + pgvector, one table per vector space, newest version per doc id",
+		Keys: []registry.Key{
+			{Name: "dsn", Default: "PG* env", Doc: "libpq connection string or URL; empty: PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, PGSSLMODE"},
+			{Name: "table", Default: pgvector.DefaultTable, Doc: "table prefix: <table>_spaces lists the spaces, each in its table <table>_<kind>_<hash>"},
+			{Name: "batch_rows", Default: strconv.Itoa(pgvector.DefaultBatchRows), Doc: "rows per upsert statement; a commit (run.commit_every) is one transaction"},
+			{Name: "index", Default: pgvector.DefaultIndex, Doc: "hnsw (with the table), deferred (built when the run ends: faster bulk loads) or none"},
+			{Name: "distance", Default: pgvector.DefaultDistance, Doc: "inner_product (the vectors are L2-normalised: ranks as cosine, cheaper), cosine or l2"},
+			{Name: "retry_timeout", Default: "2m", Doc: "how long a commit waits for a database that is down before the run fails"},
+		},
+		Validate: func(c registry.SinkConfig, bad registry.Bad) error {
+			switch {
+			case c.Table != "" && pgvector.CheckTable(c.Table) != "":
+				return bad("table", "%s", pgvector.CheckTable(c.Table))
+			case c.BatchRows < 0:
+				return bad("batch_rows", "must be >= 1")
+			case c.Index != "" && pgvector.CheckIndex(c.Index) != "":
+				return bad("index", "%s", pgvector.CheckIndex(c.Index))
+			case c.Distance != "" && pgvector.CheckDistance(c.Distance) != "":
+				return bad("distance", "%s", pgvector.CheckDistance(c.Distance))
+			case c.RetryTimeout.Duration < 0:
+				return bad("retry_timeout", "must be > 0")
+			}
+			return nil
+		},
+		Open: func(c registry.SinkConfig, env registry.SinkEnv) (connectors.Sink, error) {
+			return pgvector.Open(context.Background(), pgvector.Options{
+				DSN: c.DSN, Table: c.Table, BatchRows: c.BatchRows, Index: c.Index, Distance: c.Distance,
+				RetryTimeout: c.RetryTimeout.Duration, Dim: env.Dim, GNDim: env.GNDim, Key: env.Key,
+			})
+		},
+		Output: func(c registry.SinkConfig) string { return pgvector.Describe(c.DSN, c.Table) },
 	}
 }
 

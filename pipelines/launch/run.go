@@ -237,12 +237,13 @@ func openSinks(cfg *pipelines.Config, env registry.SinkEnv) (sinks []connectors.
 			s.Close(context.Background())
 		}
 	}
-	for _, sc := range cfg.Sinks {
+	for i, sc := range cfg.Sinks {
 		typ, ok := reg.Sink(sc.Type)
 		if !ok {
 			closeAll()
 			return nil, nil, nil, fmt.Errorf("no sink connector %q", sc.Type)
 		}
+		env.Key = fmt.Sprintf("sinks[%d]", i)
 		s, err := typ.Open(sc, env)
 		if err != nil {
 			closeAll()

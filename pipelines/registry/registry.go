@@ -65,6 +65,9 @@ type SinkEnv struct {
 	Meta map[string]string
 	// Kafka opens a vector sink on a topic; nil outside the distributed stages.
 	Kafka func(c SinkConfig) (connectors.Sink, error)
+	// Key is the sink's place in the pipeline file ("sinks[1]"), for the messages of checks
+	// that can only run when it opens (a dimension the index cannot take).
+	Key string
 }
 
 // Aggregator is an aggregation type (aggregate.type).

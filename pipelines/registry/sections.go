@@ -41,6 +41,15 @@ type SinkConfig struct {
 	Type  string `yaml:"type"` // a registered sink type
 	Dir   string `yaml:"dir"`
 	Topic string `yaml:"topic"` // kafka: default <transport.kafka.topics>.vectors
+	// pgvector: where and how vectors go into PostgreSQL. Zero values mean the sink's defaults
+	// (applied when it opens, so that a sink of another type that leaves them unset passes the
+	// stray-key check).
+	DSN          string   `yaml:"dsn"`   // "" = the PG* environment variables
+	Table        string   `yaml:"table"` // table prefix
+	BatchRows    int      `yaml:"batch_rows"`
+	Index        string   `yaml:"index"`    // hnsw | deferred | none
+	Distance     string   `yaml:"distance"` // inner_product | cosine | l2
+	RetryTimeout Duration `yaml:"retry_timeout"`
 }
 
 // AggregateConfig selects how chunk embeddings become a document vector.
