@@ -35,11 +35,7 @@ import (
 
 // Tokenizer is the part of the GN tokenizer the runner needs (content ids only; [CLS]/[SEP]
 // are added by the chunker).
-type Tokenizer interface {
-	AppendEncode(dst []int32, text string) []int32
-	CLS() int32
-	SEP() int32
-}
+type Tokenizer = chunk.Tokenizer
 
 // WindowEmbedder runs GN forward passes. Submit blocks while the embedder's queue is full
 // (back-pressure) or until ctx is done; done is called exactly once, from any goroutine, after
@@ -395,28 +391,12 @@ func (r *Runner) nothingRead() error {
 func (r *Runner) tokenize(it *item) {
 	p := r.parts
 	it.hash = it.doc.ContentHash()
-	var ids []int32
-	if p.Anchored {
-		// Tokens never span a newline, so paragraph by paragraph gives the same ids as the
-		// whole text, with the boundaries the windows are anchored to.
-		paras := chunk.Paragraphs(it.doc.Text)
-		perPara := make([][]int32, len(paras))
-		for i, para := range paras {
-			start := len(ids)
-			ids = p.Tokenizer.AppendEncode(ids, para)
-			perPara[i] = ids[start:len(ids):len(ids)]
-		}
-		it.windows = p.Chunking.AnchoredWindows(perPara, p.Tokenizer.CLS(), p.Tokenizer.SEP())
-	} else {
-		ids = p.Tokenizer.AppendEncode(nil, it.doc.Text)
-		it.windows = p.Chunking.Windows(ids, p.Tokenizer.CLS(), p.Tokenizer.SEP())
-	}
-	it.nTokens = len(ids)
+	it.windows, it.nTokens = p.Chunking.Cut(p.Tokenizer, it.doc.Text, p.Anchored)
 	it.keys = make([]uint64, len(it.windows))
 	for i, w := range it.windows {
 		it.keys[i] = chunk.Key(p.Fingerprint, p.Chunking, w)
 	}
-	r.C.Tokens.Add(int64(len(ids)))
+	r.C.Tokens.Add(int64(it.nTokens))
 }
 
 // embed fills it.emb from the cache and submits the misses; deliver is called once, when every
