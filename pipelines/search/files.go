@@ -1,0 +1,150 @@
+package search
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/reignpipe/reignpipe/connectors/vectorfile"
+	"github.com/reignpipe/reignpipe/schemas"
+)
+
+// fileStore answers from a parquet or jsonl sink's part files by an exact scan: every newest
+// vector is scored, so it is right by construction and costs one read of the parts per query.
+// Memory is a few dozen bytes per document (its id, version and score), never the vectors.
+type fileStore struct{ dir string }
+
+func (s fileStore) Name() string { return "files " + s.dir }
+func (s fileStore) Close() error { return nil }
+
+// scanned is a document's newest row as the scan has seen it so far.
+type scanned struct {
+	version, title, source string
+	hash                   uint64
+	score                  float64
+	inSpace                bool
+}
+
+// pick is the vector of v in space: its main vector or its GN mean-pool companion.
+func pick(v *schemas.DocVector, space string) ([]float32, bool) {
+	switch space {
+	case v.Space:
+		return v.Vector, true
+	case v.GNSpace:
+		if v.GNSpace != "" {
+			return v.GNVector, true
+		}
+	}
+	return nil, false
+}
+
+func (s fileStore) Search(ctx context.Context, space string, q []float32, k int, ex Exclude, _ bool) (*Answer, error) {
+	docs := map[string]*scanned{}
+	err := vectorfile.ReadVectors(s.dir, func(v schemas.DocVector) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		old := docs[v.DocID]
+		if old != nil && vectorfile.CompareVersions(v.Version, old.version) < 0 {
+			return nil
+		}
+		e := &scanned{version: v.Version, title: v.Title, source: v.Source, hash: v.ContentHash}
+		if vec, ok := pick(&v, space); ok {
+			if len(vec) != len(q) {
+				return fmt.Errorf("%s: %s has a %d-dimensional vector in space %s, the query %d", s.dir, v.DocID, len(vec), space, len(q))
+			}
+			e.score, e.inSpace = dot(q, vec), true
+		}
+		docs[v.DocID] = e
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	a := &Answer{Store: s.Name(), Exact: true}
+	hits := make([]Hit, 0, len(docs))
+	for id, e := range docs {
+		if !e.inSpace {
+			a.OtherSpace++
+			continue
+		}
+		a.Among++
+		if ex.excludes(id, e.hash) {
+			a.Excluded++
+			continue
+		}
+		hits = append(hits, Hit{DocID: id, Title: e.title, Source: e.source, Version: e.version, ContentHash: e.hash, Score: e.score})
+	}
+	sortHits(hits)
+	a.Hits = hits[:min(k, len(hits))]
+	return a, nil
+}
+
+func (s fileStore) Lookup(ctx context.Context, space, docID string) (*schemas.DocVector, error) {
+	var found *schemas.DocVector
+	var near []string
+	err := vectorfile.ReadVectors(s.dir, func(v schemas.DocVector) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if len(near) < 3 && v.DocID != docID && strings.HasSuffix(v.DocID, ":"+docID) && !slices.Contains(near, v.DocID) {
+			near = append(near, v.DocID)
+		}
+		if v.DocID == docID && (found == nil || vectorfile.CompareVersions(v.Version, found.Version) >= 0) {
+			found = &v
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if found == nil {
+		return nil, notFound(docID, s.dir, near)
+	}
+	vec, ok := pick(found, space)
+	if !ok {
+		return nil, fmt.Errorf("%s in %s has no vector in space %s (its spaces: %s)", docID, s.dir, space, strings.Trim(found.Space+" "+found.GNSpace, " "))
+	}
+	out := *found
+	out.Space, out.Vector, out.GNSpace, out.GNVector = space, vec, "", nil
+	return &out, nil
+}
+
+// sortHits orders best score first, ties by ascending doc id, as the evaluator and neighbors do.
+func sortHits(h []Hit) {
+	slices.SortFunc(h, func(a, b Hit) int {
+		if a.Score != b.Score {
+			if a.Score > b.Score {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.DocID, b.DocID)
+	})
+}
+
+func dot(a, b []float32) float64 {
+	var s float64
+	for i := range a {
+		s += float64(a[i]) * float64(b[i])
+	}
+	if math.IsNaN(s) {
+		return math.Inf(-1)
+	}
+	return s
+}
+
+// notFound says a document id is not in a store, with the stored ids it probably meant: sources
+// prefix ids with the file or corpus name (corpus:bread), and users type the bare id.
+func notFound(id, where string, near []string) error {
+	if len(near) > 0 {
+		return fmt.Errorf("%w: no document %q in %s; ids are prefixed with their source: did you mean %s?", ErrNotFound, id, where, strings.Join(near, " or "))
+	}
+	return fmt.Errorf("%w: no document %q in %s", ErrNotFound, id, where)
+}
+
+// ErrNotFound is the error of a stored id that is not in the store.
+var ErrNotFound = errors.New("not found")
