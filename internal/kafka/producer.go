@@ -40,7 +40,22 @@ type ProducerOptions struct {
 	// RetryTimeout is how long Flush retries transient failures (broker down, leader moved)
 	// before giving up with an error. Default 5 minutes.
 	RetryTimeout time.Duration
-	Logger       *slog.Logger
+	// NoFragment makes Send refuse a Value longer than MaxRecordBytes (a *TooLargeError)
+	// instead of fragmenting it: for topics whose consumers are not reignpipe and could not
+	// put fragments back together.
+	NoFragment bool
+	Logger     *slog.Logger
+}
+
+// TooLargeError is Send's refusal, under NoFragment, of a value longer than MaxRecordBytes.
+// Nothing of the message was queued.
+type TooLargeError struct {
+	Topic      string
+	Bytes, Max int
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("kafka producer: a value of %d bytes exceeds the %d-byte record limit of %s, and this producer does not fragment", e.Bytes, e.Max, e.Topic)
 }
 
 const (
@@ -161,10 +176,10 @@ func NewProducer(cfg ClientConfig, o ProducerOptions) (*Producer, error) {
 }
 
 // Send queues one logical message, split into fragments when its Value exceeds
-// MaxRecordBytes. Value and Headers are copied, so the caller may reuse them. Nothing is
-// durable until a later Flush returns nil. Send blocks, flushing, when the queue holds more
-// than 16 MiB or 1000 records; ctx bounds that flush, and an error from it leaves m and
-// everything before it queued for the next Flush.
+// MaxRecordBytes (refused with a *TooLargeError instead under NoFragment). Value and Headers
+// are copied, so the caller may reuse them. Nothing is durable until a later Flush returns nil.
+// Send blocks, flushing, when the queue holds more than 16 MiB or 1000 records; ctx bounds
+// that flush, and an error from it leaves m and everything before it queued for the next Flush.
 func (p *Producer) Send(ctx context.Context, m Message) error {
 	overhead := len(m.Key)
 	for _, h := range m.Headers {
@@ -209,6 +224,9 @@ func (p *Producer) toRecords(m Message) ([]kafka.Message, error) {
 	var headers []kafka.Header
 	for _, h := range m.Headers {
 		headers = append(headers, kafka.Header{Key: h.Key, Value: append([]byte(nil), h.Value...)})
+	}
+	if p.opts.NoFragment && len(value) > p.opts.MaxRecordBytes {
+		return nil, &TooLargeError{Topic: p.opts.Topic, Bytes: len(value), Max: p.opts.MaxRecordBytes}
 	}
 	pieces := fragment.Split(value, p.opts.MaxRecordBytes)
 	if len(pieces) == 1 {
@@ -360,6 +378,9 @@ func (p *Producer) Close(ctx context.Context) error {
 	p.tr.CloseIdleConnections()
 	return err
 }
+
+// Options are the producer's options, defaults filled in.
+func (p *Producer) Options() ProducerOptions { return p.opts }
 
 // Stats returns counters since the producer was created; it does not block on the network.
 func (p *Producer) Stats() ProducerStats {

@@ -219,6 +219,32 @@ func TestSendRejects(t *testing.T) {
 	}
 }
 
+// Under NoFragment an oversize value is refused whole, with its size and the limit, and
+// nothing is queued; a value at the limit still goes as one record.
+func TestSendNoFragment(t *testing.T) {
+	p, err := NewProducer(ClientConfig{Brokers: []string{"127.0.0.1:9"}},
+		ProducerOptions{Topic: "t", MaxRecordBytes: 1000, NoFragment: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.tr.CloseIdleConnections() })
+	ctx := context.Background()
+	err = p.Send(ctx, Message{Key: "k", Value: make([]byte, 1001)})
+	var tl *TooLargeError
+	if !errors.As(err, &tl) || tl.Bytes != 1001 || tl.Max != 1000 || tl.Topic != "t" {
+		t.Fatalf("oversize value: %v, want a TooLargeError of 1001 > 1000 bytes", err)
+	}
+	if n := len(p.pending); n != 0 {
+		t.Fatalf("%d refused messages were queued", n)
+	}
+	if err := p.Send(ctx, Message{Key: "k", Value: make([]byte, 1000)}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(p.pending); n != 1 || len(p.pending[0].records) != 1 {
+		t.Fatalf("a value at the limit must be queued as one record: %+v", p.pending)
+	}
+}
+
 // closedPort returns a local address nothing listens on, so dialing it is refused at once.
 func closedPort(t *testing.T) string {
 	t.Helper()
