@@ -109,6 +109,14 @@ type Sink interface {
 	Close(ctx context.Context) error
 }
 
+// SinkCounter is implemented by sinks that know what became of the vectors they committed (a
+// database sink's rows inserted, updated, or skipped as older or unchanged: the upsert's
+// outcomes, which only the store can tell). The run summary reports them per sink. Counts is
+// called after the run, and counts committed vectors only.
+type SinkCounter interface {
+	Counts() map[string]int64
+}
+
 // DeadLetterSink receives inputs that failed. Write is durable on return.
 type DeadLetterSink interface {
 	WriteDeadLetter(ctx context.Context, d schemas.DeadLetter) error

@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"regexp"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -190,7 +191,9 @@ type Sink struct {
 	// into the open transaction. Only a commit drops them.
 	rows []row
 	sent int
-	// counts are the committed outcomes; pending those of the open transaction.
+	// counts are the committed outcomes (under mu: Counts may be called from any goroutine);
+	// pending those of the open transaction.
+	mu              sync.Mutex
 	counts, pending map[string]int64
 	closed          bool
 	err             error // a permanent failure: later calls return it
@@ -312,9 +315,11 @@ func (s *Sink) Flush(ctx context.Context) error {
 			return err
 		}
 		s.tx = nil
+		s.mu.Lock()
 		for k, n := range s.pending {
 			s.counts[k] += n
 		}
+		s.mu.Unlock()
 		clear(s.pending)
 		s.rows, s.sent = s.rows[:0], 0
 		return nil
@@ -339,6 +344,8 @@ func (s *Sink) Close(ctx context.Context) error {
 // same_version_replaced). A vector and its GN companion are two rows and count twice.
 func (s *Sink) Counts() map[string]int64 {
 	out := map[string]int64{Inserted: 0, Updated: 0, Unchanged: 0, OlderSkipped: 0, SameVersionReplaced: 0}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for k, n := range s.counts {
 		out[k] = n
 	}

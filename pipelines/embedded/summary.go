@@ -48,6 +48,9 @@ type Summary struct {
 	Space         string   `json:"vector_space"`
 	DeadLetter    string   `json:"dead_letter,omitempty"`
 	Outputs       []string `json:"outputs"`
+	// Sinks holds, by output name, what the sinks that can tell (connectors.SinkCounter) did
+	// with the vectors: a database sink's inserted, updated, unchanged, older_skipped rows.
+	Sinks map[string]map[string]int64 `json:"sinks,omitempty"`
 	// PeakRSSMiB is the process's peak resident set (VmHWM; -1 without /proc), GoMiB what the
 	// Go runtime held at the end: the difference is C memory (ONNX Runtime, Pebble).
 	PeakRSSMiB float64 `json:"peak_rss_mib"`
@@ -85,6 +88,14 @@ func (r *Runner) Summarize(s *Summary, src connectors.SourceStats) {
 		s.WindowsPerSec = float64(s.Windows) / s.WallSeconds
 	}
 	s.Watermark = c.Watermark.Load()
+	for i, sink := range r.parts.Sinks {
+		if sc, ok := sink.(connectors.SinkCounter); ok && i < len(s.Outputs) {
+			if s.Sinks == nil {
+				s.Sinks = map[string]map[string]int64{}
+			}
+			s.Sinks[s.Outputs[i]] = sc.Counts()
+		}
+	}
 	m := memstat.Read()
 	s.PeakRSSMiB, s.GoMiB = math.Round(memstat.MiB(m.PeakRSS)), math.Round(memstat.MiB(m.Go))
 	if r.parts.Aggregator != nil {
