@@ -9,6 +9,7 @@ package connectors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/reignpipe/reignpipe/schemas"
@@ -101,12 +102,40 @@ type Sink interface {
 	// Write hands one vector to the sink. It may buffer; nothing is promised durable until
 	// Flush returns. Writing the same DocID and Version twice must be harmless (readers keep the
 	// newest Version of a DocID). Called from one goroutine at a time.
+	//
+	// A *BadInputError means the sink can never take this vector (a kafka sink with format
+	// json: the record would exceed transport.kafka.max_record_bytes) and queued nothing of
+	// it; the runner dead-letters the document under stage "sink", acks its input once the
+	// dead letter is durable, and carries on (WriteVector). Any other error ends the run.
 	Write(ctx context.Context, v schemas.DocVector) error
 	// Flush blocks until every vector written so far is durable and visible (fsynced and
 	// renamed into place, or acknowledged by a broker). Only then are the inputs acked.
 	Flush(ctx context.Context) error
 	// Close flushes and releases resources.
 	Close(ctx context.Context) error
+}
+
+// WriteVector writes v to every sink. A sink's refusal (a *BadInputError from Write) does not
+// stop the others, which may keep the vector; the first refusal's reason is returned as refused
+// for the caller to dead-letter. err is the first other failure, which is fatal.
+func WriteVector(ctx context.Context, sinks []Sink, v schemas.DocVector) (refused, err error) {
+	for _, s := range sinks {
+		werr := s.Write(ctx, v)
+		var bad *BadInputError
+		switch {
+		case werr == nil:
+		case errors.As(werr, &bad):
+			if refused == nil {
+				refused = bad.Reason
+			}
+			if refused == nil {
+				refused = bad
+			}
+		default:
+			return refused, werr
+		}
+	}
+	return refused, nil
 }
 
 // SinkCounter is implemented by sinks that know what became of the vectors they committed (a

@@ -98,7 +98,11 @@ func Aggregate(ctx context.Context, p AggregateParts, o Options, c *Counters) er
 			if errors.As(err, &sinkErr) {
 				return err // not the document's fault; it is read again after a restart
 			}
-			if err := deadLetter(schemas.DeadLetter{DocID: doc.DocID, Source: doc.Source, Stage: "aggregate", Err: err.Error()}, ack); err != nil {
+			stage := "aggregate"
+			if errors.As(err, new(errSinkRefused)) {
+				stage = "sink"
+			}
+			if err := deadLetter(schemas.DeadLetter{DocID: doc.DocID, Source: doc.Source, Stage: stage, Err: err.Error()}, ack); err != nil {
 				return err
 			}
 		} else {
@@ -139,10 +143,18 @@ func (p *AggregateParts) one(ctx context.Context, d schemas.ChunkDoc) error {
 	}
 	v.DocID, v.Title, v.Source, v.Version = d.DocID, d.Title, d.Source, d.Version
 	v.ContentHash, v.NChunks, v.NTokens = d.ContentHash, len(d.Keys), d.NTokens
-	for _, s := range p.Sinks {
-		if err := s.Write(ctx, v); err != nil {
-			return errSinkWrite{fmt.Errorf("sink write (%s): %w", d.DocID, err)}
-		}
+	refused, err := connectors.WriteVector(ctx, p.Sinks, v)
+	if err != nil {
+		return errSinkWrite{fmt.Errorf("sink write (%s): %w", d.DocID, err)}
+	}
+	if refused != nil {
+		return errSinkRefused{refused}
 	}
 	return nil
 }
+
+// errSinkRefused is a vector a sink can never take (connectors.WriteVector): the document is
+// dead-lettered under stage "sink".
+type errSinkRefused struct{ err error }
+
+func (e errSinkRefused) Error() string { return e.err.Error() }

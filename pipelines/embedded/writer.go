@@ -223,10 +223,14 @@ func (r *Runner) handle(ctx context.Context, it *item) (bool, error) {
 	}
 	v.DocID, v.Title, v.Source, v.Version = it.doc.ID, it.doc.Title, it.doc.Source, it.doc.Version
 	v.ContentHash, v.NChunks, v.NTokens = it.hash, len(it.windows), it.nTokens
-	for _, s := range r.parts.Sinks {
-		if err := s.Write(ctx, v); err != nil {
-			return false, fmt.Errorf("sink write (%s): %w", it.doc.ID, err)
-		}
+	refused, err := connectors.WriteVector(ctx, r.parts.Sinks, v)
+	if err != nil {
+		return false, fmt.Errorf("sink write (%s): %w", it.doc.ID, err)
+	}
+	if refused != nil {
+		return false, r.deadLetter(ctx, it, schemas.DeadLetter{
+			DocID: it.doc.ID, Source: it.doc.Source, Position: position(it), Stage: "sink", Err: refused.Error(),
+		})
 	}
 	// Free the window buffers now: the item stays pending until the commit.
 	it.windows, it.emb, it.doc.Text = nil, nil, ""
