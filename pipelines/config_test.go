@@ -21,6 +21,25 @@ sinks:
     dir: out/v
 `
 
+const kafkaTransport = "transport:\n  type: kafka\n  kafka: {brokers: [\"b:9092\"], topics: p}\n"
+
+// Each kafka sink format is accepted; none given is rpdv's "".
+func TestKafkaSinkFormats(t *testing.T) {
+	for _, f := range []string{"", "rpdv", "json", "connect-json"} {
+		sink := "type: kafka"
+		if f != "" {
+			sink += "\n    format: " + f
+		}
+		c, err := Parse([]byte(strings.Replace(minimal, "type: parquet\n    dir: out/v", sink, 1) + kafkaTransport))
+		if err != nil {
+			t.Fatalf("format %q: %v", f, err)
+		}
+		if c.Sinks[0].Format != f {
+			t.Fatalf("format %q read as %q", f, c.Sinks[0].Format)
+		}
+	}
+}
+
 func TestParseDefaults(t *testing.T) {
 	c, err := Parse([]byte(minimal))
 	if err != nil {
@@ -60,6 +79,9 @@ func TestRejectsWithLine(t *testing.T) {
 		{"dir on a kafka sink", strings.Replace(minimal, "type: parquet", "type: kafka", 1), "line 8: sinks.0.dir: applies only to the parquet and jsonl sinks"},
 		{"topic on a parquet sink", minimal + "    topic: v\n", "line 9: sinks.0.topic: applies only to the kafka sink"},
 		{"kafka sink without kafka", strings.Replace(minimal, "type: parquet\n    dir: out/v", "type: kafka", 1), "line 7: sinks.0.type: a kafka sink needs transport.type: kafka"},
+		{"unknown kafka format", strings.Replace(minimal, "type: parquet\n    dir: out/v", "type: kafka\n    format: avro", 1) + kafkaTransport,
+			`line 8: sinks.0.format: "avro" is not rpdv, json or connect-json`},
+		{"format on a parquet sink", minimal + "    format: json\n", "line 9: sinks.0.format: applies only to the kafka sink"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

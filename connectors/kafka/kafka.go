@@ -7,8 +7,10 @@ package kafka
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -223,25 +225,83 @@ func (s *ChunkSink) WriteChunks(ctx context.Context, c schemas.ChunkDoc) error {
 func (s *ChunkSink) Flush(ctx context.Context) error { return s.p.Flush(ctx) }
 func (s *ChunkSink) Close(ctx context.Context) error { return s.p.Close(ctx) }
 
-// VectorSink publishes document vectors ("RPDV" records), keyed by document id: a compacted
-// topic keeps the newest vector of every document. It is a connectors.Sink.
-type VectorSink struct{ p *kafkaclient.Producer }
+// Vector record formats (sinks[].format).
+const (
+	FormatRPDV        = "rpdv"         // binary "RPDV", fragmented when long: reignpipe's own readers
+	FormatJSON        = "json"         // one plain JSON object: any JSON consumer
+	FormatConnectJSON = "connect-json" // Kafka Connect's JsonConverter envelope (schemas.enable=true)
+)
 
-// NewVectorSink writes through p; Close closes p.
-func NewVectorSink(p *kafkaclient.Producer) *VectorSink { return &VectorSink{p: p} }
+// VectorFormats are the formats a kafka sink writes, default first.
+var VectorFormats = []string{FormatRPDV, FormatJSON, FormatConnectJSON}
 
-// Write queues one vector; durable after Flush.
-func (s *VectorSink) Write(ctx context.Context, v schemas.DocVector) error {
-	b, err := schemas.EncodeDocVector(nil, v)
-	if err != nil {
-		return err
+// VectorSink publishes document vectors keyed by document id: a compacted topic keeps the
+// newest vector of every document. It is a connectors.Sink.
+type VectorSink struct {
+	p      *kafkaclient.Producer
+	format string
+	schema string // the rp-schema header
+	encode func(dst []byte, v schemas.DocVector) ([]byte, error)
+	buf    []byte // the last value, reused: Send copies it
+}
+
+// NewVectorSink writes RPDV records through p; Close closes p.
+func NewVectorSink(p *kafkaclient.Producer) *VectorSink {
+	s, _ := NewVectorSinkFormat(p, FormatRPDV)
+	return s
+}
+
+// NewVectorSinkFormat writes records of the given format through p; Close closes p. A JSON
+// format needs a producer with NoFragment: its consumers are not reignpipe and could not put
+// fragments back together, so a vector too large for one record is refused (Write).
+func NewVectorSinkFormat(p *kafkaclient.Producer, format string) (*VectorSink, error) {
+	s := &VectorSink{p: p, format: format}
+	switch format {
+	case FormatRPDV, "":
+		s.format, s.schema, s.encode = FormatRPDV, schemas.SchemaDocVector, schemas.EncodeDocVector
+		return s, nil
+	case FormatJSON:
+		s.schema, s.encode = schemas.SchemaDocVectorJSON, schemas.EncodeDocVectorJSON
+	case FormatConnectJSON:
+		s.schema, s.encode = schemas.SchemaDocVectorConnectJSON, schemas.EncodeDocVectorConnectJSON
+	default:
+		return nil, fmt.Errorf("vector format %q is not %s", format, strings.Join(VectorFormats, ", "))
 	}
-	return s.p.Send(ctx, kafkaclient.Message{Key: v.DocID, Value: b, Headers: []kafkago.Header{
-		header(schemas.HeaderSchema, schemas.SchemaDocVector),
+	if !p.Options().NoFragment {
+		return nil, fmt.Errorf("vector format %s needs a producer that never fragments", format)
+	}
+	return s, nil
+}
+
+// Format is the sink's record format.
+func (s *VectorSink) Format() string { return s.format }
+
+// Write queues one vector; durable after Flush. In a JSON format, a vector that cannot be one
+// record (larger than transport.kafka.max_record_bytes, or with a NaN JSON cannot write) comes
+// back as a *connectors.BadInputError, nothing queued: the stage dead-letters that document and
+// goes on (connectors.Sink).
+func (s *VectorSink) Write(ctx context.Context, v schemas.DocVector) error {
+	b, err := s.encode(s.buf[:0], v)
+	if err != nil {
+		if s.format == FormatRPDV {
+			return err
+		}
+		return &connectors.BadInputError{DocID: v.DocID, Reason: err}
+	}
+	s.buf = b
+	err = s.p.Send(ctx, kafkaclient.Message{Key: v.DocID, Value: b, Headers: []kafkago.Header{
+		header(schemas.HeaderSchema, s.schema),
 		header(HeaderDocVersion, v.Version),
 		header(HeaderContentHash, fmt.Sprintf("%016x", v.ContentHash)),
 		header(HeaderSpace, v.Space),
 	}})
+	var tooLarge *kafkaclient.TooLargeError
+	if errors.As(err, &tooLarge) {
+		return &connectors.BadInputError{DocID: v.DocID, Reason: fmt.Errorf(
+			"vector record of %d bytes exceeds transport.kafka.max_record_bytes=%d; format %s is never fragmented",
+			tooLarge.Bytes, tooLarge.Max, s.format)}
+	}
+	return err
 }
 
 // Flush blocks until every vector written is acknowledged by the broker.

@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/connectors/jsonl"
+	"github.com/reignpipe/reignpipe/connectors/kafka"
 	"github.com/reignpipe/reignpipe/connectors/multifile"
 	"github.com/reignpipe/reignpipe/connectors/pgvector"
 	"github.com/reignpipe/reignpipe/connectors/uspto"
@@ -189,10 +191,16 @@ var TopicName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,200}$`)
 func kafkaSink() registry.Sink {
 	return registry.Sink{
 		Type: "kafka", Doc: "vectors to a compacted topic keyed by doc id (transport.type: kafka)",
-		Keys: []registry.Key{{Name: "topic", Default: "<p>.vectors", Doc: "the vector topic; default <transport.kafka.topics>.vectors"}},
+		Keys: []registry.Key{
+			{Name: "topic", Default: "<p>.vectors", Doc: "the vector topic; default <transport.kafka.topics>.vectors"},
+			{Name: "format", Default: "rpdv", Doc: "rpdv (binary), json or connect-json (Kafka Connect JsonConverter); JSON records are never fragmented"},
+		},
 		Validate: func(c registry.SinkConfig, bad registry.Bad) error {
 			if c.Topic != "" && !TopicName.MatchString(c.Topic) {
 				return bad("topic", "%q is not a valid topic name", c.Topic)
+			}
+			if c.Format != "" && !slices.Contains(kafka.VectorFormats, c.Format) {
+				return bad("format", "%q is not rpdv, json or connect-json", c.Format)
 			}
 			return nil
 		},

@@ -134,6 +134,14 @@ func (e *stageEnv) producer(topic string) (*kafkaclient.Producer, error) {
 	return kafkaclient.NewProducer(e.client, kafkaclient.ProducerOptions{Topic: topic, MaxRecordBytes: k.MaxRecordBytes, Compression: k.Compression, Logger: e.log})
 }
 
+// vectorProducer is the producer of a kafka sink: one that never fragments for the JSON
+// formats, whose readers are not reignpipe.
+func (e *stageEnv) vectorProducer(topic, format string) (*kafkaclient.Producer, error) {
+	k := e.cfg.Transport.Kafka
+	return kafkaclient.NewProducer(e.client, kafkaclient.ProducerOptions{Topic: topic, MaxRecordBytes: k.MaxRecordBytes, Compression: k.Compression,
+		NoFragment: format != "" && format != kafka.FormatRPDV, Logger: e.log})
+}
+
 func (e *stageEnv) consumer(stage, topic string) (*kafkaclient.Consumer, error) {
 	k := e.cfg.Transport.Kafka
 	return kafkaclient.NewConsumer(e.client, kafkaclient.ConsumerOptions{Group: k.GroupFor(stage), Topics: []string{topic}, StartOffset: k.StartOffset, Logger: e.log})
@@ -163,11 +171,16 @@ func vectorTopic(k pipelines.KafkaConfig, s pipelines.SinkConfig) string {
 }
 
 func (e *stageEnv) kafkaSink(s pipelines.SinkConfig) (connectors.Sink, error) {
-	p, err := e.producer(vectorTopic(e.cfg.Transport.Kafka, s))
+	p, err := e.vectorProducer(vectorTopic(e.cfg.Transport.Kafka, s), s.Format)
 	if err != nil {
 		return nil, err
 	}
-	return kafka.NewVectorSink(p), nil
+	vs, err := kafka.NewVectorSinkFormat(p, s.Format)
+	if err != nil {
+		p.Close(context.Background())
+		return nil, err
+	}
+	return vs, nil
 }
 
 func (e *stageEnv) ingest(ctx context.Context, dl connectors.DeadLetterSink, o StageOptions) (Summary, error) {

@@ -41,6 +41,9 @@ type SinkConfig struct {
 	Type  string `yaml:"type"` // a registered sink type
 	Dir   string `yaml:"dir"`
 	Topic string `yaml:"topic"` // kafka: default <transport.kafka.topics>.vectors
+	// Format is the kafka sink's record format: rpdv (binary, the default, "" here), json or
+	// connect-json (schemas/WIRE.md).
+	Format string `yaml:"format"`
 	// pgvector: where and how vectors go into PostgreSQL. Zero values mean the sink's defaults
 	// (applied when it opens, so that a sink of another type that leaves them unset passes the
 	// stray-key check).
