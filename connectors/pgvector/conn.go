@@ -40,14 +40,14 @@ func permanent(err error, format string, args ...any) error {
 
 // parseDSN parses dsn ("" = the PG* environment variables). Its error never repeats the
 // string: a malformed one cannot be trusted to have its password found and hidden.
-func parseDSN(dsn, key string) (*pgx.ConnConfig, error) {
+// who says whose it is ("pgvector sink"), name names the setting ("sinks[0].dsn").
+func parseDSN(dsn, who, name string) (*pgx.ConnConfig, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		what := key + ".dsn"
 		if dsn == "" {
-			what = "the PG* environment variables (" + key + ".dsn is empty)"
+			name = "the PG* environment variables (" + name + " is empty)"
 		}
-		return nil, fmt.Errorf("pgvector: %s is not a valid PostgreSQL connection string: use a URL postgres://USER@HOST:PORT/DATABASE or key=value pairs (host=... port=... dbname=... user=...)", what)
+		return nil, fmt.Errorf("%s: %s is not a valid PostgreSQL connection string: use a URL postgres://USER@HOST:PORT/DATABASE or key=value pairs (host=... port=... dbname=... user=...)", who, name)
 	}
 	// Statements are sent once per batch of hundreds of rows: the extra round trip of an
 	// unnamed prepare costs nothing, and nothing has to be invalidated after a reconnect.
@@ -106,7 +106,7 @@ func ensureExtension(ctx context.Context, conn *pgx.Conn, c pgconn.Config) error
 		if !isPg(err) {
 			return err
 		}
-		return permanent(err, "pgvector: the database at %s has no vector extension and user %s cannot create it (%s): run `CREATE EXTENSION vector;` in database %s as its owner or a superuser (pgvector must be installed on the server)",
+		return permanent(err, "pgvector sink: the database at %s has no vector extension and user %s cannot create it (%s): run `CREATE EXTENSION vector;` in database %s as a superuser (pgvector must be installed on the server)",
 			target(c), c.User, pgMessage(err), c.Database)
 	}
 	return nil

@@ -215,7 +215,7 @@ func Open(ctx context.Context, o Options) (*Sink, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	cfg, err := parseDSN(o.DSN, o.Key)
+	cfg, err := parseDSN(o.DSN, "pgvector sink", o.Key+".dsn")
 	if err != nil {
 		return nil, err
 	}
@@ -333,7 +333,10 @@ func (s *Sink) Close(ctx context.Context) error {
 	}
 	err := s.Flush(ctx)
 	if err == nil && s.o.Index == IndexDeferred {
-		err = s.fail(s.buildDeferred(ctx))
+		if err = s.fail(s.buildDeferred(ctx)); err != nil {
+			// Said here too: a runner closes its sinks after its summary, and may not look.
+			s.o.Logger.Error("pgvector sink: the deferred HNSW index was not built; searches scan the table until a later run builds it", "err", err)
+		}
 	}
 	s.closed = true
 	s.drop()
@@ -341,7 +344,9 @@ func (s *Sink) Close(ctx context.Context) error {
 }
 
 // Counts returns the committed outcomes by name (inserted, updated, unchanged, older_skipped,
-// same_version_replaced). A vector and its GN companion are two rows and count twice.
+// same_version_replaced). A vector and its GN companion are two rows and count twice. A batch
+// whose commit went through but whose answer was lost with the connection is sent again, and
+// its rows then count as unchanged.
 func (s *Sink) Counts() map[string]int64 {
 	out := map[string]int64{Inserted: 0, Updated: 0, Unchanged: 0, OlderSkipped: 0, SameVersionReplaced: 0}
 	s.mu.Lock()
@@ -396,6 +401,7 @@ func (s *Sink) buildDeferred(ctx context.Context) error {
 			continue
 		}
 		start := time.Now()
+		s.o.Logger.Info("pgvector: building the deferred HNSW index", "table", sp.table, "space", name)
 		err := s.retry(ctx, "build index", func(ctx context.Context) error {
 			if err := s.ensureConn(ctx); err != nil {
 				return err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -515,5 +516,59 @@ func TestIndexModes(t *testing.T) {
 				t.Fatalf("index after Close %q, want one with %q: %v", def, c.ops, c.afterClose)
 			}
 		})
+	}
+}
+
+// A database without the vector extension: the sink creates it when its user may; a user who
+// may not is told what to run.
+func TestMissingExtension(t *testing.T) {
+	admin := pgtest.DSN(t)
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	suffix := fmt.Sprint(rand.Uint32())
+	db, role := "t_noext_"+suffix, "pgv_nopriv_"+suffix
+	conn := rawConnect(t, admin)
+	for _, q := range []string{"CREATE DATABASE " + db, "CREATE ROLE " + role + " LOGIN"} {
+		if _, err := conn.Exec(ctxT(t), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), admin)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close(context.Background())
+		for _, q := range []string{"DROP DATABASE IF EXISTS " + db + " WITH (FORCE)", "DROP ROLE IF EXISTS " + role} {
+			if _, err := c.Exec(context.Background(), q); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	u.Path = "/" + db
+	asRole := *u
+	asRole.User = url.UserPassword(role, "not-this-one")
+	_, err = Open(ctxT(t), Options{DSN: asRole.String()})
+	if err == nil {
+		t.Fatal("opened without the extension, as a user who cannot create it")
+	}
+	for _, w := range []string{"no vector extension", "user " + role + " cannot create it", "run `CREATE EXTENSION vector;` in database " + db} {
+		if !strings.Contains(err.Error(), w) {
+			t.Fatalf("error %q does not say %q", err, w)
+		}
+	}
+	if strings.Contains(err.Error(), "not-this-one") {
+		t.Fatalf("the password is in the error: %v", err)
+	}
+	s := openSink(t, Options{DSN: u.String()})
+	if err := s.Close(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	var version string
+	if err := rawConnect(t, u.String()).QueryRow(ctxT(t), "SELECT extversion FROM pg_extension WHERE extname = 'vector'").Scan(&version); err != nil {
+		t.Fatalf("the sink did not create the extension: %v", err)
 	}
 }

@@ -61,7 +61,7 @@ func OpenSearcher(ctx context.Context, o SearchOptions) (*Searcher, error) {
 	if why := CheckTable(o.Table); why != "" {
 		return nil, fmt.Errorf("pgvector search: table prefix %s", why)
 	}
-	cc, err := parseDSN(o.DSN, "search")
+	cc, err := parseDSN(o.DSN, "pgvector search", "the dsn")
 	if err != nil {
 		return nil, err
 	}
