@@ -400,12 +400,17 @@ func (s *Sink) buildDeferred(ctx context.Context) error {
 		if !sp.written {
 			continue
 		}
-		start := time.Now()
-		s.o.Logger.Info("pgvector: building the deferred HNSW index", "table", sp.table, "space", name)
+		start, built := time.Now(), false
 		err := s.retry(ctx, "build index", func(ctx context.Context) error {
 			if err := s.ensureConn(ctx); err != nil {
 				return err
 			}
+			var have bool
+			if err := s.conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", ident(sp.table+"_hnsw")).Scan(&have); err != nil || have {
+				return err // an earlier run built it: new rows went into it as they came
+			}
+			s.o.Logger.Info("pgvector: building the deferred HNSW index", "table", sp.table, "space", name)
+			built = true
 			if _, err := s.conn.Exec(ctx, createIndexSQL(sp.table, s.o.Distance)); err != nil {
 				return err
 			}
@@ -414,6 +419,9 @@ func (s *Sink) buildDeferred(ctx context.Context) error {
 		})
 		if err != nil {
 			return err
+		}
+		if !built {
+			continue
 		}
 		s.o.Logger.Info("pgvector: built the deferred HNSW index", "table", sp.table, "space", name,
 			"seconds", time.Since(start).Seconds())

@@ -572,3 +572,33 @@ func TestMissingExtension(t *testing.T) {
 		t.Fatalf("the sink did not create the extension: %v", err)
 	}
 }
+
+// index: deferred builds the index of every space the sink wrote, once: a later run into the
+// same tables finds it there.
+func TestDeferredIndexesEverySpace(t *testing.T) {
+	dsn := pgtest.Database(t)
+	conn := connect(t, dsn)
+	r := rand.New(rand.NewPCG(91, 92))
+	for run := range 2 {
+		s, err := Open(ctxT(t), Options{DSN: dsn, Index: IndexDeferred})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 20 {
+			if err := s.Write(ctxT(t), reignDoc(r, run*20+i, "1")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Close(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := conn.QueryRow(ctxT(t), "SELECT count(*) FROM pg_indexes WHERE indexname = ANY($1)",
+			[]string{TableName("reignpipe", reignSpace) + "_hnsw", TableName("reignpipe", gnSpace) + "_hnsw"}).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 2 {
+			t.Fatalf("run %d: %d HNSW indexes, want one per space", run, n)
+		}
+	}
+}
