@@ -144,13 +144,13 @@ func appendJSONField(dst []byte, sep byte, name, value string) []byte {
 }
 
 // appendJSONFloats writes each component as the shortest decimal that reads back as the same
-// float32 both ways a reader may parse it: straight to float32 (Go), or to float64 and then
-// rounded to float32 (Python's json, Jackson in Kafka Connect, JavaScript). The shortest float32
-// form ('g', -1, 32: "0.1", "-2.5e-05") passes both for every finite float32 but two (checked
-// exhaustively): ±7.038531e-26 reads through float64 as the float32 one ulp away, rounding
-// twice. Such a value is written as the float64 value of the float32
-// ("7.038530691851209e-26"), exact both ways. Negative zero is "-0.0": "-0" reads as the
-// integer 0 in Python's json and in Jackson, and the sign would be lost.
+// float32 both ways a reader may parse it: straight to float32 (Go; Kafka Connect's
+// JsonConverter, through BigDecimal), or to float64 and then rounded to float32 (Python's json,
+// JavaScript). The shortest float32 form ('g', -1, 32: "0.1", "-2.5e-05") passes both for every
+// finite float32 but two (checked exhaustively): ±7.038531e-26 reads through float64 as the
+// float32 one ulp away, rounding twice. Such a value is written as the float64 value of the
+// float32 ("7.038530691851209e-26"), exact both ways. Negative zero is "-0.0": "-0" reads as
+// the integer 0 in Python's json, and the sign would be lost.
 func appendJSONFloats(dst []byte, f []float32) []byte {
 	dst = append(dst, '[')
 	for i, x := range f {
