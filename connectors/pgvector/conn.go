@@ -202,6 +202,12 @@ func transient(err error, conn *pgx.Conn) bool {
 	if errors.As(err, &unknownCA) || errors.As(err, &hostname) || errors.As(err, &invalid) || errors.As(err, &verify) {
 		return false
 	}
+	// A connection that could not be made (refused, reset, timed out), the schema DDL's own
+	// included while the sink's connection has not noticed the server is gone.
+	var connect *pgconn.ConnectError
+	if errors.As(err, &connect) {
+		return true
+	}
 	return conn == nil || conn.IsClosed()
 }
 
@@ -236,10 +242,11 @@ func pgMessage(err error) string {
 
 // explain turns a permanent failure into the message a user can act on.
 func (s *Sink) explain(err error) error {
-	return explain(err, s.cfg.Config, "pgvector sink", s.o.Key)
+	return explain(err, s.cfg.Config, "pgvector sink", s.o.Key+".dsn")
 }
 
-func explain(err error, c pgconn.Config, who, key string) error {
+// who says whose it is ("pgvector sink"), dsn names the setting ("sinks[0].dsn").
+func explain(err error, c pgconn.Config, who, dsn string) error {
 	var perm *permanentError
 	if errors.As(err, &perm) {
 		return err
@@ -249,15 +256,15 @@ func explain(err error, c pgconn.Config, who, key string) error {
 	if errors.As(err, &pe) {
 		switch pe.Code {
 		case "28P01", "28000":
-			return permanent(err, "%s: the database at %s refused user %s: %s (check %s.dsn, PGUSER and PGPASSWORD)", who, target(c), c.User, pe.Message, key)
+			return permanent(err, "%s: the database at %s refused user %s: %s (check %s, PGUSER and PGPASSWORD)", who, target(c), c.User, pe.Message, dsn)
 		case "3D000":
-			return permanent(err, "%s: the server at %s has no database %s (%s.dsn)", who, target(c), c.Database, key)
+			return permanent(err, "%s: the server at %s has no database %s (%s)", who, target(c), c.Database, dsn)
 		}
 		msg = scrub(pgMessage(err), c.Password)
 	}
 	var dns *net.DNSError
 	if errors.As(err, &dns) && dns.IsNotFound {
-		return permanent(err, "%s: host %s of %s.dsn is not known (%s)", who, c.Host, key, dns.Err)
+		return permanent(err, "%s: host %s of %s is not known (%s)", who, c.Host, dsn, dns.Err)
 	}
 	return permanent(err, "%s: %s: %s", who, target(c), msg)
 }

@@ -12,10 +12,10 @@ import (
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
-func writeDocs(t *testing.T, s *Sink, r *rand.Rand, from, to int, want map[string][]float32) {
+func writeDocs(t *testing.T, s *Sink, r *rand.Rand, space string, from, to int, want map[string][]float32) {
 	t.Helper()
 	for i := from; i < to; i++ {
-		v := schemas.DocVector{DocID: fmt.Sprint(i), Version: "1", ContentHash: uint64(i), Space: reignSpace, Vector: unit(r, 8)}
+		v := schemas.DocVector{DocID: fmt.Sprint(i), Version: "1", ContentHash: uint64(i), Space: space, Vector: unit(r, 8)}
 		want[v.DocID] = v.Vector
 		if err := s.Write(ctxT(t), v); err != nil {
 			t.Fatal(err)
@@ -23,9 +23,9 @@ func writeDocs(t *testing.T, s *Sink, r *rand.Rand, from, to int, want map[strin
 	}
 }
 
-func checkRows(t *testing.T, dsn string, want map[string][]float32) {
+func checkRows(t *testing.T, dsn, space string, want map[string][]float32) {
 	t.Helper()
-	got := readTable(t, connect(t, dsn), TableName("reignpipe", reignSpace)) // fails on a doc id twice
+	got := readTable(t, connect(t, dsn), TableName("reignpipe", space)) // fails on a doc id twice
 	if len(got) != len(want) {
 		t.Fatalf("%d rows, want %d", len(got), len(want))
 	}
@@ -37,20 +37,23 @@ func checkRows(t *testing.T, dsn string, want map[string][]float32) {
 }
 
 // The server is killed while a transaction is open: Flush retries until it is back, sends the
-// whole uncommitted batch again, and every row lands exactly once.
+// whole uncommitted batch again, and every row lands exactly once. Rows of a space first seen
+// after the kill wait too (its table is created on a connection of its own).
 func TestOutageFlushWaitsForTheServer(t *testing.T) {
 	dsn := pgtest.Database(t)
 	s := openSink(t, Options{DSN: dsn, BatchRows: 100, RetryTimeout: 2 * time.Minute})
 	r := rand.New(rand.NewPCG(21, 22))
 	want := map[string][]float32{}
-	writeDocs(t, s, r, 0, 300, want)
+	writeDocs(t, s, r, reignSpace, 0, 300, want)
 	if err := s.Flush(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
 	// 250 more: two statements of 100 sent into the open transaction, 50 buffered.
-	writeDocs(t, s, r, 300, 550, want)
+	writeDocs(t, s, r, reignSpace, 300, 550, want)
 	pgtest.Kill(t)
-	writeDocs(t, s, r, 550, 590, want) // below BatchRows: buffered, nothing sent
+	writeDocs(t, s, r, reignSpace, 550, 590, want) // below BatchRows: buffered, nothing sent
+	wantGN := map[string][]float32{}
+	writeDocs(t, s, r, gnSpace, 0, 5, wantGN)
 
 	done := make(chan error, 1)
 	go func() { done <- s.Flush(context.Background()) }()
@@ -68,9 +71,10 @@ func TestOutageFlushWaitsForTheServer(t *testing.T) {
 	case <-time.After(90 * time.Second):
 		t.Fatal("Flush did not return 90s after the server came back")
 	}
-	checkRows(t, dsn, want)
-	if c := s.Counts(); c[Inserted] != 590 {
-		t.Fatalf("counts %v, want 590 inserted", c)
+	checkRows(t, dsn, reignSpace, want)
+	checkRows(t, dsn, gnSpace, wantGN)
+	if c := s.Counts(); c[Inserted] != 595 {
+		t.Fatalf("counts %v, want 595 inserted", c)
 	}
 }
 
@@ -81,7 +85,7 @@ func TestOutagePastRetryTimeoutKeepsTheBuffer(t *testing.T) {
 	s := openSink(t, Options{DSN: dsn, BatchRows: 100, RetryTimeout: 3 * time.Second})
 	r := rand.New(rand.NewPCG(23, 24))
 	want := map[string][]float32{}
-	writeDocs(t, s, r, 0, 150, want)
+	writeDocs(t, s, r, reignSpace, 0, 150, want)
 	pgtest.Kill(t)
 	start := time.Now()
 	err := s.Flush(ctxT(t))
@@ -101,5 +105,5 @@ func TestOutagePastRetryTimeoutKeepsTheBuffer(t *testing.T) {
 	if err := s.Flush(ctxT(t)); err != nil {
 		t.Fatalf("Flush after the server came back: %v", err)
 	}
-	checkRows(t, dsn, want)
+	checkRows(t, dsn, reignSpace, want)
 }

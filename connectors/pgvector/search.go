@@ -73,13 +73,13 @@ func OpenSearcher(ctx context.Context, o SearchOptions) (*Searcher, error) {
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error { return pgxvec.RegisterTypes(ctx, c) }
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, explain(err, cc.Config, "pgvector search", "search")
+		return nil, explain(err, cc.Config, "pgvector search", "the dsn")
 	}
 	s := &Searcher{pool: pool, prefix: o.Table, target: target(cc.Config), spaces: map[string]SpaceInfo{}}
 	var reg *string
 	if err := pool.QueryRow(ctx, "SELECT to_regclass($1)::text", ident(spacesTable(o.Table))).Scan(&reg); err != nil {
 		pool.Close()
-		return nil, explain(err, cc.Config, "pgvector search", "search")
+		return nil, explain(err, cc.Config, "pgvector search", "the dsn")
 	}
 	if reg == nil {
 		pool.Close()
