@@ -260,7 +260,9 @@ func (s *Sink) Write(ctx context.Context, v schemas.DocVector) error {
 		return err
 	}
 	s.rows = append(s.rows, newRow(v.Space, v, v.Vector))
-	if len(v.GNVector) > 0 {
+	// With single_chunk: gn a one-chunk document's vector is its GN vector, labelled so: one
+	// row says it.
+	if len(v.GNVector) > 0 && v.GNSpace != v.Space {
 		s.rows = append(s.rows, newRow(v.GNSpace, v, v.GNVector))
 	}
 	if len(s.rows)-s.sent < s.o.BatchRows {
@@ -286,8 +288,6 @@ func (s *Sink) check(v schemas.DocVector) error {
 		return fmt.Errorf("pgvector sink: %s: a GN vector without its space", v.DocID)
 	case len(v.GNVector) > 0 && s.o.GNDim > 0 && len(v.GNVector) != s.o.GNDim:
 		return fmt.Errorf("pgvector sink: %s: GN vector of %d dimensions, the pipeline's are %d", v.DocID, len(v.GNVector), s.o.GNDim)
-	case len(v.GNVector) > 0 && v.GNSpace == v.Space:
-		return fmt.Errorf("pgvector sink: %s: the vector and its GN companion are both labelled %s", v.DocID, v.Space)
 	}
 	// With single_chunk: gn a one-chunk document's Vector is its GN vector: either dimension.
 	if n := len(v.Vector); s.o.Dim > 0 && n != s.o.Dim && (s.o.GNDim == 0 || n != s.o.GNDim) {

@@ -146,6 +146,12 @@ func TestREIGNStreamLandsInOneTablePerSpace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// single_chunk: gn: a one-chunk document's vector is its GN vector, in the GN space only.
+	one := reignDoc(r, 30, "100")
+	one.Space, one.Vector = gnSpace, one.GNVector
+	if err := s.Write(ctxT(t), one); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Flush(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -175,6 +181,12 @@ func TestREIGNStreamLandsInOneTablePerSpace(t *testing.T) {
 	}
 	for _, sp := range []string{reignSpace, gnSpace} {
 		got := readTable(t, conn, TableName("reignpipe", sp))
+		if sp == gnSpace {
+			if !equal(got[one.DocID].vec, one.GNVector) {
+				t.Fatalf("the one-chunk document's GN vector: %v, wrote %v", got[one.DocID].vec, one.GNVector)
+			}
+			delete(got, one.DocID)
+		}
 		if len(got) != len(want) {
 			t.Fatalf("%s: %d rows, want %d", sp, len(got), len(want))
 		}
@@ -193,8 +205,8 @@ func TestREIGNStreamLandsInOneTablePerSpace(t *testing.T) {
 			}
 		}
 	}
-	if c := s.Counts(); c[Inserted] != 60 || c[Updated]+c[Unchanged]+c[OlderSkipped]+c[SameVersionReplaced] != 0 {
-		t.Fatalf("counts %v, want 60 inserted (30 documents, two spaces)", c)
+	if c := s.Counts(); c[Inserted] != 61 || c[Updated]+c[Unchanged]+c[OlderSkipped]+c[SameVersionReplaced] != 0 {
+		t.Fatalf("counts %v, want 61 inserted (30 documents in two spaces, one in one)", c)
 	}
 }
 
