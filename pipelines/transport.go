@@ -20,7 +20,8 @@ type TransportConfig struct {
 type KafkaConfig struct {
 	Brokers  []string `yaml:"brokers"`
 	ClientID string   `yaml:"client_id"`
-	// Topics derives the four topic names: <topics>.raw, .chunks, .vectors, .deadletter.
+	// Topics derives the topic names: <topics>.raw, .chunks, .vectors, .deadletter, and the
+	// compacted .windows and .manifests.
 	Topics string `yaml:"topics"`
 	// Group prefixes the consumer groups: <group>.embed, <group>.aggregate. Default: topics.
 	Group string `yaml:"group"`
@@ -58,6 +59,11 @@ func (k KafkaConfig) RawTopic() string        { return k.Topics + ".raw" }
 func (k KafkaConfig) ChunksTopic() string     { return k.Topics + ".chunks" }
 func (k KafkaConfig) VectorsTopic() string    { return k.Topics + ".vectors" }
 func (k KafkaConfig) DeadLetterTopic() string { return k.Topics + ".deadletter" }
+
+// WindowsTopic is the compacted store of record of window embeddings, keyed by window key;
+// ManifestsTopic the compacted one of document manifests, keyed by doc id.
+func (k KafkaConfig) WindowsTopic() string   { return k.Topics + ".windows" }
+func (k KafkaConfig) ManifestsTopic() string { return k.Topics + ".manifests" }
 
 // GroupFor is the consumer group of a stage.
 func (k KafkaConfig) GroupFor(stage string) string {

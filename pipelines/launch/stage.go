@@ -147,18 +147,12 @@ func (e *stageEnv) consumer(stage, topic string) (*kafkaclient.Consumer, error) 
 	return kafkaclient.NewConsumer(e.client, kafkaclient.ConsumerOptions{Group: k.GroupFor(stage), Topics: []string{topic}, StartOffset: k.StartOffset, Logger: e.log})
 }
 
-// ensureTopics creates the pipeline's topics when missing. The vector topic is compacted: it is
-// keyed by document id, so it converges to the newest vector of every document.
+// ensureTopics creates the pipeline's topics when missing, with the settings topicSpecs
+// (topics.go) gives them.
 func (e *stageEnv) ensureTopics(ctx context.Context) error {
-	k := e.cfg.Transport.Kafka
-	spec := func(name string, conf map[string]string) kafkaclient.TopicSpec {
-		return kafkaclient.TopicSpec{Name: name, Partitions: k.Partitions, ReplicationFactor: k.ReplicationFactor, Config: conf}
-	}
-	specs := []kafkaclient.TopicSpec{spec(k.RawTopic(), nil), spec(k.ChunksTopic(), nil), spec(k.DeadLetterTopic(), nil)}
-	for _, s := range e.cfg.Sinks {
-		if s.Type == "kafka" {
-			specs = append(specs, spec(vectorTopic(k, s), map[string]string{"cleanup.policy": "compact"}))
-		}
+	specs, err := topicSpecs(e.cfg)
+	if err != nil {
+		return err
 	}
 	return kafkaclient.EnsureTopics(ctx, e.client, specs...)
 }

@@ -1,0 +1,135 @@
+package launch
+
+import (
+	"fmt"
+	"strconv"
+
+	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
+	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/stages/chunk"
+)
+
+// Topic settings. Kafka is the store of record in distributed mode, so the settings that keep
+// data (cleanup policy, retention, replication) are set on every topic reignpipe creates rather
+// than left to broker defaults (delete after 7 days, min.insync.replicas 1).
+
+// kafkaDefaultMaxMessageBytes is the broker's default message.max.bytes (1 MiB plus the
+// record batch overhead). No topic is given less, so a setting here never shrinks a limit a
+// cluster without overrides already has.
+const kafkaDefaultMaxMessageBytes = 1048588
+
+// WindowsMaxMessageBytes is max.message.bytes of <topics>.windows: the largest record batch
+// its producer may send. One window record is its embedding (4 bytes per dimension: 1.5 KiB
+// for a 384-dimension GN, 16 KiB for 4096) plus key and space headers (well under 1 KiB), and
+// it is never fragmented (fragments of one key would be compacted away), so the default
+// 1 MiB holds any window of a GN up to ~250k dimensions and still lets the producer batch.
+const WindowsMaxMessageBytes = kafkaDefaultMaxMessageBytes
+
+// Manifest sizing: a manifest lists a document's window keys in order (8 bytes each) after a
+// header (content hash, space, version). manifestSlack covers the header, the doc-id key and
+// the record and batch framing with a wide margin: all of those are under 1 KiB for any
+// reasonable doc id.
+const (
+	manifestBytesPerWindow = 8
+	manifestSlack          = 64 << 10
+)
+
+// MaxDocWindows is the most windows a document within source.max_doc_bytes can have, and
+// false when the bound is off (max_doc_bytes 0). It assumes one content token per byte of text:
+// a WordPiece token covers at least one byte (a character is at least one byte in UTF-8), so
+// no text of B bytes has more than B content tokens. Fixed windows then number
+// chunk.Params.Count(B); anchored windows hold at least one content token each (empty windows
+// are never emitted), so B bounds them.
+func MaxDocWindows(cfg *pipelines.Config) (int64, bool) {
+	b := cfg.Source.MaxDocBytes
+	if b <= 0 {
+		return 0, false
+	}
+	if cfg.Chunking.Mode == "anchored" {
+		return b, true
+	}
+	p := chunk.Params{K: cfg.Chunking.K, S: cfg.Chunking.S}
+	l, step := int64(p.K-2), int64(p.S-2)
+	if b <= l {
+		return 1, true
+	}
+	return 1 + (b-l+step-1)/step, true
+}
+
+// ManifestMaxBytes is the largest manifest record the configuration allows: the worst-case
+// window count (MaxDocWindows) at 8 bytes per window key, plus slack for the header. A manifest
+// is one record on a compacted topic and cannot be fragmented, so <topics>.manifests must take
+// records of this size. With the defaults (32 MiB, K = S = 512) it is 591,888 bytes.
+func ManifestMaxBytes(cfg *pipelines.Config) (int64, error) {
+	w, ok := MaxDocWindows(cfg)
+	if !ok {
+		d := pipelines.Defaults()
+		dw, _ := MaxDocWindows(d)
+		return 0, fmt.Errorf("source.max_doc_bytes: 0 (no bound) leaves the manifest of a document on %s unbounded, and a manifest is one record that cannot be split: set a bound (the default %d bounds a manifest to %d bytes at chunking.k = chunking.s = 512)",
+			cfg.Transport.Kafka.ManifestsTopic(), d.Source.MaxDocBytes, manifestBytes(dw))
+	}
+	return manifestBytes(w), nil
+}
+
+func manifestBytes(windows int64) int64 { return windows*manifestBytesPerWindow + manifestSlack }
+
+// MinInsyncReplicas is the min.insync.replicas reignpipe sets for a replication factor, 0 for
+// none. A producer with acks=all (reignpipe's) then has a write acknowledged only once that many
+// replicas hold it. RF 1: nothing to set. RF 2: 1, so a rolling restart of one broker does not
+// stop every stage (2 would). RF >= 3: a majority (RF 3 -> 2, RF 5 -> 3), so an acknowledged
+// write survives the loss of any minority of its replicas while a minority may be down.
+func MinInsyncReplicas(rf int) int {
+	switch {
+	case rf <= 1:
+		return 0
+	case rf == 2:
+		return 1
+	default:
+		return rf/2 + 1
+	}
+}
+
+// topicSpecs are the topics a pipeline's stages use, each with the settings reignpipe creates it
+// with. Every stage ensures all of them, so whichever stage starts first creates them alike.
+func topicSpecs(cfg *pipelines.Config) ([]kafkaclient.TopicSpec, error) {
+	k := cfg.Transport.Kafka
+	spec := func(name string, conf map[string]string) kafkaclient.TopicSpec {
+		if conf == nil {
+			conf = map[string]string{}
+		}
+		if n := MinInsyncReplicas(k.ReplicationFactor); n > 0 {
+			conf["min.insync.replicas"] = strconv.Itoa(n)
+		}
+		return kafkaclient.TopicSpec{Name: name, Partitions: k.Partitions, ReplicationFactor: k.ReplicationFactor, Config: conf}
+	}
+	manifest, err := ManifestMaxBytes(cfg)
+	if err != nil {
+		return nil, err
+	}
+	// Compacted stores: a window key always maps to the same bytes and a newer manifest of a doc
+	// id replaces the older, so the compactor may drop any superseded record at once
+	// (min.compaction.lag.ms 0, the default, stated so a broker override cannot hold duplicates
+	// back); readers that follow the topic see at least the newest record of every key.
+	compacted := func(maxBytes int64) map[string]string {
+		return map[string]string{
+			"cleanup.policy":        "compact",
+			"min.compaction.lag.ms": "0",
+			"max.message.bytes":     strconv.FormatInt(maxBytes, 10),
+		}
+	}
+	specs := []kafkaclient.TopicSpec{
+		spec(k.RawTopic(), nil),
+		spec(k.ChunksTopic(), nil),
+		spec(k.DeadLetterTopic(), nil),
+		spec(k.WindowsTopic(), compacted(WindowsMaxMessageBytes)),
+		spec(k.ManifestsTopic(), compacted(max(manifest, kafkaDefaultMaxMessageBytes))),
+	}
+	// The vector topic is compacted: it is keyed by document id, so it converges to the newest
+	// vector of every document.
+	for _, s := range cfg.Sinks {
+		if s.Type == "kafka" {
+			specs = append(specs, spec(vectorTopic(k, s), map[string]string{"cleanup.policy": "compact"}))
+		}
+	}
+	return specs, nil
+}
