@@ -201,6 +201,7 @@ func Defaults() *Config {
 		},
 		Transport: TransportConfig{Type: "embedded", Kafka: KafkaConfig{
 			Partitions: 6, ReplicationFactor: 1, MaxRecordBytes: 900_000, Compression: "zstd", StartOffset: "earliest", RawFormat: "json",
+			RawRetention: "forever", ChunksRetention: "7d",
 		}},
 	}
 }

@@ -3,6 +3,9 @@ package pipelines
 import (
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/reignpipe/reignpipe/pipelines/components"
 )
@@ -28,6 +31,14 @@ type KafkaConfig struct {
 	// Partitions and ReplicationFactor are used when a topic is missing and gets created.
 	Partitions        int `yaml:"partitions"`
 	ReplicationFactor int `yaml:"replication_factor"`
+	// RawRetention and ChunksRetention are retention.ms of <topics>.raw and <topics>.chunks
+	// when reignpipe creates them: a duration ("168h", "30d") or "forever" (also -1). Kafka is
+	// the store of record, so the raw topic keeps everything by default: the broker's default
+	// (delete after 7 days) would make every document older than a week impossible to replay.
+	// The chunk topic is a transit topic (the windows and manifests topics hold what it carries,
+	// compacted), so it keeps 7 days whatever the broker's default.
+	RawRetention    Retention `yaml:"raw_retention"`
+	ChunksRetention Retention `yaml:"chunks_retention"`
 	// MaxRecordBytes bounds every record value reignpipe produces; larger messages (a huge
 	// document, its chunk embeddings) are split into fragments, so broker limits stay as they are.
 	MaxRecordBytes int    `yaml:"max_record_bytes"`
@@ -52,6 +63,35 @@ type KafkaConfig struct {
 		Password    string `yaml:"password"`
 		PasswordEnv string `yaml:"password_env"`
 	} `yaml:"sasl"`
+}
+
+// Retention is a topic's retention as written in YAML: a duration ("168h", "30d") or
+// "forever" / "-1". Checked by Validate; Millis gives retention.ms.
+type Retention string
+
+// Millis is the topic's retention.ms: -1 for forever.
+func (r Retention) Millis() (int64, error) {
+	v := strings.TrimSpace(string(r))
+	if v == "forever" || v == "-1" {
+		return -1, nil
+	}
+	var d time.Duration
+	var err error
+	if n, ok := strings.CutSuffix(v, "d"); ok {
+		var days float64
+		if days, err = strconv.ParseFloat(n, 64); err == nil {
+			d = time.Duration(days * float64(24*time.Hour))
+		}
+	} else {
+		d, err = time.ParseDuration(v)
+	}
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("%q is not a duration (e.g. 168h, 30d) or forever", v)
+	case d < time.Minute:
+		return 0, fmt.Errorf("%s is under a minute: a topic that keeps records that briefly loses them before a stopped stage restarts (forever or -1 keeps them)", v)
+	}
+	return d.Milliseconds(), nil
 }
 
 // Topic names.
@@ -125,6 +165,12 @@ func (c *Config) validateTransport() error {
 		return c.bad("transport.kafka.raw_format", "%q is not json or uspto-xml", k.RawFormat)
 	case k.StartOffset != "earliest" && k.StartOffset != "latest":
 		return c.bad("transport.kafka.start_offset", "%q is not earliest or latest", k.StartOffset)
+	}
+	if _, err := k.RawRetention.Millis(); err != nil {
+		return c.bad("transport.kafka.raw_retention", "%v", err)
+	}
+	if _, err := k.ChunksRetention.Millis(); err != nil {
+		return c.bad("transport.kafka.chunks_retention", "%v", err)
 	}
 	for i, b := range k.Brokers {
 		if b == "" {

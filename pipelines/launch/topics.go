@@ -117,9 +117,17 @@ func topicSpecs(cfg *pipelines.Config) ([]kafkaclient.TopicSpec, error) {
 			"max.message.bytes":     strconv.FormatInt(maxBytes, 10),
 		}
 	}
+	raw, err := retention(k.RawRetention)
+	if err != nil {
+		return nil, fmt.Errorf("transport.kafka.raw_retention: %w", err)
+	}
+	chunks, err := retention(k.ChunksRetention)
+	if err != nil {
+		return nil, fmt.Errorf("transport.kafka.chunks_retention: %w", err)
+	}
 	specs := []kafkaclient.TopicSpec{
-		spec(k.RawTopic(), nil),
-		spec(k.ChunksTopic(), nil),
+		spec(k.RawTopic(), raw),
+		spec(k.ChunksTopic(), chunks),
 		spec(k.DeadLetterTopic(), nil),
 		spec(k.WindowsTopic(), compacted(WindowsMaxMessageBytes)),
 		spec(k.ManifestsTopic(), compacted(max(manifest, kafkaDefaultMaxMessageBytes))),
@@ -132,4 +140,19 @@ func topicSpecs(cfg *pipelines.Config) ([]kafkaclient.TopicSpec, error) {
 		}
 	}
 	return specs, nil
+}
+
+// retention is the delete-policy settings of a retention key. Forever sets retention.bytes -1
+// too: a broker-wide log.retention.bytes would otherwise still delete from a topic meant to keep
+// everything. A duration leaves the size bound to the broker.
+func retention(r pipelines.Retention) (map[string]string, error) {
+	ms, err := r.Millis()
+	if err != nil {
+		return nil, err
+	}
+	conf := map[string]string{"cleanup.policy": "delete", "retention.ms": strconv.FormatInt(ms, 10)}
+	if ms < 0 {
+		conf["retention.bytes"] = "-1"
+	}
+	return conf, nil
 }
