@@ -1,0 +1,278 @@
+package replica
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/reignpipe/reignpipe/connectors/vectorfile"
+	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
+	"github.com/reignpipe/reignpipe/pipelines/embedded"
+	"github.com/reignpipe/reignpipe/schemas"
+	"github.com/reignpipe/reignpipe/stages/shardcache"
+)
+
+// Publisher is the chunk cache an embed worker's runner uses (embedded.ChunkCache) when the
+// store of record is on Kafka. The runner's writer calls Add for the windows the GN embedded
+// and PutManifest for each document; Publisher sends the windows to P.windows at once, holds the
+// manifests, and at the writer's commit (Flush, before the chunk sinks are flushed and the
+// inputs acked) makes them durable in this order:
+//
+//  1. the new windows are acknowledged by the broker, and only then enter the local cache;
+//  2. the manifests are sent and acknowledged, and only then enter the local cache;
+//  3. the local cache is flushed.
+//
+// So no manifest, on the topic or in any replica, names a window that exists nowhere else, and
+// a raw offset is acked only after its windows and manifest are durable on the broker. Windows
+// sent but not yet acknowledged are served to Get from memory, so the worker does not embed
+// them twice (the runner's in-flight sharing covers windows still at the GN).
+type Publisher struct {
+	cache              *shardcache.Cache
+	windows, manifests *kafkaclient.Producer
+	space              Space
+	spaceHeaders       []kafkago.Header
+
+	mu      sync.Mutex
+	pending map[uint64][]float32 // sent to P.windows, not yet acknowledged
+	rows    []shardcache.Row     // the same, in order, for the local cache
+	mans    []shardcache.Manifest
+
+	windowsSent, manifestsSent, manifestsKnown atomic.Int64
+}
+
+var _ embedded.ChunkCache = (*Publisher)(nil)
+
+// NewPublisher writes through the producers of P.windows (which must not fragment) and
+// P.manifests into cache.
+func NewPublisher(cache *shardcache.Cache, windows, manifests *kafkaclient.Producer, sp Space) *Publisher {
+	return &Publisher{cache: cache, windows: windows, manifests: manifests, space: sp, spaceHeaders: SpaceHeaders(sp), pending: map[uint64][]float32{}}
+}
+
+// SpaceHeaders are the headers naming a record's space.
+func SpaceHeaders(sp Space) []kafkago.Header {
+	h := func(k, v string) kafkago.Header { return kafkago.Header{Key: k, Value: []byte(v)} }
+	return []kafkago.Header{
+		h(schemas.HeaderGNFingerprint, sp.Fingerprint), h(schemas.HeaderK, strconv.Itoa(sp.K)),
+		h(schemas.HeaderS, strconv.Itoa(sp.S)), h(schemas.HeaderDim, strconv.Itoa(sp.Dim)),
+	}
+}
+
+// WindowMessage is the P.windows record of one window.
+func WindowMessage(r shardcache.Row, spaceHeaders []kafkago.Header) kafkaclient.Message {
+	hs := make([]kafkago.Header, 0, len(spaceHeaders)+4)
+	hs = append(hs, kafkago.Header{Key: schemas.HeaderSchema, Value: []byte(schemas.SchemaWindow)})
+	hs = append(hs, spaceHeaders...)
+	hs = append(hs,
+		kafkago.Header{Key: schemas.HeaderDocID, Value: []byte(r.DocID)},
+		kafkago.Header{Key: schemas.HeaderChunkIndex, Value: []byte(strconv.Itoa(int(r.ChunkIndex)))},
+		kafkago.Header{Key: schemas.HeaderNTokens, Value: []byte(strconv.Itoa(int(r.NTokens)))})
+	return kafkaclient.Message{Key: schemas.WindowKeyString(r.Key), Value: schemas.AppendWindowValue(nil, r.Embedding), Headers: hs}
+}
+
+// ManifestMessage is the P.manifests record of one manifest.
+func ManifestMessage(m shardcache.Manifest, sp Space, spaceHeaders []kafkago.Header) (kafkaclient.Message, error) {
+	v, err := schemas.EncodeManifest(nil, ToStore(m, sp.Dim))
+	if err != nil {
+		return kafkaclient.Message{}, err
+	}
+	hs := append([]kafkago.Header{{Key: schemas.HeaderSchema, Value: []byte(schemas.SchemaManifest)}}, spaceHeaders...)
+	return kafkaclient.Message{Key: m.DocID, Value: v, Headers: hs}, nil
+}
+
+// Get serves a window from the windows awaiting their acknowledgement, then from the cache.
+func (p *Publisher) Get(key uint64, dst []float32) (bool, error) {
+	p.mu.Lock()
+	if e, ok := p.pending[key]; ok {
+		copy(dst, e)
+		p.mu.Unlock()
+		return true, nil
+	}
+	p.mu.Unlock()
+	return p.cache.Get(key, dst)
+}
+
+// Add sends a window the GN embedded to P.windows; it enters the local cache at the next Flush,
+// once acknowledged. A window another worker's record brought in meanwhile is not sent again.
+func (p *Publisher) Add(r shardcache.Row) (bool, error) {
+	p.mu.Lock()
+	_, dup := p.pending[r.Key]
+	p.mu.Unlock()
+	if dup {
+		return false, nil
+	}
+	if has, err := p.cache.Contains(r.Key); err != nil || has {
+		return false, err
+	}
+	// Send may flush on its own (a full queue): windows durable early is always safe.
+	if err := p.windows.Send(context.Background(), WindowMessage(r, p.spaceHeaders)); err != nil {
+		return false, fmt.Errorf("publishing window %016x to the store's window topic: %w", r.Key, err)
+	}
+	emb := append([]float32(nil), r.Embedding...)
+	r.Embedding = emb
+	p.mu.Lock()
+	p.pending[r.Key] = emb
+	p.rows = append(p.rows, r)
+	p.mu.Unlock()
+	p.windowsSent.Add(1)
+	return true, nil
+}
+
+// PutManifest holds m until its windows are acknowledged (Flush).
+func (p *Publisher) PutManifest(m shardcache.Manifest) error {
+	m.Keys = append([]uint64(nil), m.Keys...)
+	p.mu.Lock()
+	p.mans = append(p.mans, m)
+	p.mu.Unlock()
+	return nil
+}
+
+// Flush is the commit: windows acknowledged → local; manifests sent and acknowledged → local;
+// local cache flushed. On an error nothing is acked by the runner, which ends the run.
+func (p *Publisher) Flush() error {
+	if err := p.Publish(context.Background()); err != nil {
+		return err
+	}
+	return p.cache.Flush()
+}
+
+// Publish makes the windows, then the manifests, added so far durable on the broker and puts
+// them into the local cache (not flushed). The chunk sink calls it before its own producer
+// could flush on its own, so a chunk record is never acknowledged before its windows.
+func (p *Publisher) Publish(ctx context.Context) error {
+	if err := p.windows.Flush(ctx); err != nil {
+		return fmt.Errorf("store window topic: %w", err)
+	}
+	p.mu.Lock()
+	rows, mans := p.rows, p.mans
+	p.rows, p.mans = nil, nil
+	p.mu.Unlock()
+	for _, r := range rows {
+		if _, err := p.cache.Add(r); err != nil {
+			return err
+		}
+	}
+	p.mu.Lock()
+	for _, r := range rows {
+		delete(p.pending, r.Key)
+	}
+	p.mu.Unlock()
+	var sent []shardcache.Manifest
+	for _, m := range mans {
+		// One record per (doc id, version): a version the store already holds with the same
+		// content and windows (a re-ingest) is not sent again, and neither is an older version
+		// than the store's (compaction keeps a key's last record, not its newest version).
+		old, ok, err := p.cache.Manifest(m.DocID)
+		if err != nil {
+			return err
+		}
+		if ok && (olderThan(m, old) || sameManifest(m, old)) {
+			p.manifestsKnown.Add(1)
+			continue
+		}
+		msg, err := ManifestMessage(m, p.space, p.spaceHeaders)
+		if err == nil {
+			err = p.manifests.Send(ctx, msg)
+		}
+		if err != nil {
+			return fmt.Errorf("publishing the manifest of %s to the store's manifest topic: %w", m.DocID, err)
+		}
+		sent = append(sent, m)
+	}
+	if err := p.manifests.Flush(ctx); err != nil {
+		return fmt.Errorf("store manifest topic: %w", err)
+	}
+	for _, m := range sent {
+		if _, err := PutNewest(p.cache, m); err != nil {
+			return err
+		}
+	}
+	p.manifestsSent.Add(int64(len(sent)))
+	return nil
+}
+
+// PublisherStats count what this worker wrote to the store's topics.
+type PublisherStats struct {
+	WindowsPublished   int64 `json:"windows_published"`
+	ManifestsPublished int64 `json:"manifests_published"`
+	ManifestsKnown     int64 `json:"manifests_known"` // already in the store (same version and windows, or newer)
+}
+
+func (p *Publisher) Stats() PublisherStats {
+	return PublisherStats{WindowsPublished: p.windowsSent.Load(), ManifestsPublished: p.manifestsSent.Load(), ManifestsKnown: p.manifestsKnown.Load()}
+}
+
+func olderThan(m, old shardcache.Manifest) bool {
+	return vectorfile.CompareVersions(m.Version, old.Version) < 0
+}
+
+func sameManifest(a, b shardcache.Manifest) bool {
+	if a.Version != b.Version || a.ContentHash != b.ContentHash || a.Title != b.Title || a.Source != b.Source || a.NTokens != b.NTokens || len(a.Keys) != len(b.Keys) {
+		return false
+	}
+	for i := range a.Keys {
+		if a.Keys[i] != b.Keys[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// OrderedChunkSink keeps a chunk record from being acknowledged before the windows and
+// manifest of its document: the chunk producer flushes on its own when its queue fills
+// (1000 records or 16 MiB), so before its queue could get there the Publisher publishes first.
+type OrderedChunkSink struct {
+	Inner embedded.ChunkSink
+	// Pub is set before the first write (the worker's store is attached after the sinks are
+	// made).
+	Pub            *Publisher
+	MaxRecordBytes int
+	records, bytes int // queued in Inner's producer since its last flush
+}
+
+// Bounds under the producer's own flush thresholds (internal/kafka: 1000 records, 16 MiB).
+const (
+	orderedRecords = 500
+	orderedBytes   = 8 << 20
+)
+
+func (s *OrderedChunkSink) WriteChunks(ctx context.Context, c schemas.ChunkDoc) error {
+	size := 256 + len(c.Keys)*8 + len(c.Embeddings)*4 + len(c.Title) + len(c.DocID) + len(c.Source)
+	recs := 1
+	if s.MaxRecordBytes > 0 {
+		recs += size / s.MaxRecordBytes
+	}
+	if s.records > 0 && (s.records+recs > orderedRecords || s.bytes+size > orderedBytes) {
+		// Windows and manifests of every queued chunk record first, then those records: the
+		// queue is empty again, far from the producer's own threshold.
+		if err := s.Pub.Publish(ctx); err != nil {
+			return err
+		}
+		if err := s.Inner.Flush(ctx); err != nil {
+			return err
+		}
+		s.records, s.bytes = 0, 0
+	}
+	if size > orderedBytes {
+		// One document past the bound by itself: its Send may flush at once, so its own
+		// windows go first.
+		if err := s.Pub.Publish(ctx); err != nil {
+			return err
+		}
+	}
+	s.records += recs
+	s.bytes += size
+	return s.Inner.WriteChunks(ctx, c)
+}
+
+// Flush is called by the writer after the cache's (the Publisher's) Flush.
+func (s *OrderedChunkSink) Flush(ctx context.Context) error {
+	if err := s.Inner.Flush(ctx); err != nil {
+		return err
+	}
+	s.records, s.bytes = 0, 0
+	return nil
+}
