@@ -16,8 +16,11 @@ type TopicSpec struct {
 	Name              string
 	Partitions        int // at least 1
 	ReplicationFactor int // at least 1, at most the number of brokers
-	// Config holds topic-level settings such as "retention.ms" or "cleanup.policy".
+	// Config holds topic-level settings such as "retention.ms" or "cleanup.policy", set when
+	// the topic is created; an existing topic whose value differs is logged and left alone.
 	Config map[string]string
+	// Require lists settings an existing topic must satisfy: one that does not is refused.
+	Require []Requirement
 }
 
 // topicsRetryTimeout bounds how long EnsureTopics retries an unreachable cluster or waits for
@@ -39,6 +42,11 @@ func (s TopicSpec) validate() error {
 			return fmt.Errorf("kafka: topic %s: empty config key", s.Name)
 		}
 	}
+	for _, r := range s.Require {
+		if r.Key == "" || (r.Equal == "" && r.AtLeast <= 0) {
+			return fmt.Errorf("kafka: topic %s: a requirement needs a key and a value", s.Name)
+		}
+	}
 	return nil
 }
 
@@ -58,11 +66,12 @@ func validTopicName(name string) error {
 
 // EnsureTopics creates those of specs that do not exist and returns once every listed topic
 // exists with a leader for each partition, so producers and consumers can use them at once.
-// Existing topics are left as they are; a partition count that differs from the spec is
-// logged at Info on slog.Default (the topic's data and keys' partitions would move if it were
-// changed here). It blocks on the cluster and retries transient failures (broker unreachable,
-// controller moving) until ctx ends or a minute passes; other errors, such as a rejected
-// config or replication factor, are returned at once.
+// Existing topics are left as they are: a partition count or a Config value that differs from
+// the spec is logged at Info on slog.Default (the topic's data and keys' partitions would move
+// if it were changed here), and a topic that breaks a Requirement is refused (ConfigError). It
+// blocks on the cluster and retries transient failures (broker unreachable, controller moving)
+// until ctx ends or a minute passes; other errors, such as a rejected config or replication
+// factor, a failed authentication or an untrusted certificate, are returned at once.
 func EnsureTopics(ctx context.Context, cfg ClientConfig, specs ...TopicSpec) error {
 	rc, err := cfg.resolve()
 	if err != nil {
@@ -92,11 +101,16 @@ func EnsureTopics(ctx context.Context, cfg ClientConfig, specs ...TopicSpec) err
 	}
 	sort.Strings(names)
 
-	created := false
+	created, checked := false, false
 	for attempt := 1; ; attempt++ {
 		missing, leaderless, err := describeTopics(ctx, client, names, byName, !created)
 		if err == nil && len(missing) == 0 && len(leaderless) == 0 {
-			return nil
+			// Settings are read once every topic is there: a topic created just now has its
+			// spec's, and the check then only confirms the broker took them.
+			if err = checkTopicConfigs(ctx, client, names, byName, !checked); err == nil {
+				return nil
+			}
+			checked = true
 		}
 		if err == nil && len(missing) > 0 {
 			err = createTopics(ctx, client, missing, byName)

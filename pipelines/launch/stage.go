@@ -147,14 +147,10 @@ func (e *stageEnv) consumer(stage, topic string) (*kafkaclient.Consumer, error) 
 	return kafkaclient.NewConsumer(e.client, kafkaclient.ConsumerOptions{Group: k.GroupFor(stage), Topics: []string{topic}, StartOffset: k.StartOffset, Logger: e.log})
 }
 
-// ensureTopics creates the pipeline's topics when missing, with the settings topicSpecs
-// (topics.go) gives them.
+// ensureTopics creates the pipeline's topics when missing and checks existing ones
+// (EnsureTopics, topics.go).
 func (e *stageEnv) ensureTopics(ctx context.Context) error {
-	specs, err := topicSpecs(e.cfg)
-	if err != nil {
-		return err
-	}
-	return kafkaclient.EnsureTopics(ctx, e.client, specs...)
+	return EnsureTopics(ctx, e.cfg, e.client)
 }
 
 func vectorTopic(k pipelines.KafkaConfig, s pipelines.SinkConfig) string {

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 
@@ -132,11 +133,24 @@ func topicSpecs(cfg *pipelines.Config) ([]kafkaclient.TopicSpec, error) {
 		spec(k.WindowsTopic(), compacted(WindowsMaxMessageBytes)),
 		spec(k.ManifestsTopic(), compacted(max(manifest, kafkaDefaultMaxMessageBytes))),
 	}
+	// Settings without which the data is lost or cannot be written refuse an existing topic;
+	// the rest (retention, min.insync.replicas, partition counts) are the operator's choice.
+	specs[3].Require = []kafkaclient.Requirement{
+		{Key: "cleanup.policy", Equal: "compact", Why: "it is the cluster's store of window embeddings, which delete would empty after retention.ms"},
+		{Key: "max.message.bytes", AtLeast: WindowsMaxMessageBytes, Why: "the windows producer sends batches up to that size"},
+	}
+	specs[4].Require = []kafkaclient.Requirement{
+		{Key: "cleanup.policy", Equal: "compact", Why: "it is the cluster's store of document manifests, which delete would empty after retention.ms"},
+		{Key: "max.message.bytes", AtLeast: manifest, Why: fmt.Sprintf("a manifest is one record, and one of a document of source.max_doc_bytes=%d can reach that size", cfg.Source.MaxDocBytes)},
+	}
 	// The vector topic is compacted: it is keyed by document id, so it converges to the newest
 	// vector of every document.
 	for _, s := range cfg.Sinks {
 		if s.Type == "kafka" {
-			specs = append(specs, spec(vectorTopic(k, s), map[string]string{"cleanup.policy": "compact"}))
+			v := spec(vectorTopic(k, s), map[string]string{"cleanup.policy": "compact"})
+			v.Require = []kafkaclient.Requirement{{Key: "cleanup.policy", Equal: "compact",
+				Why: "readers take it as the newest vector of every document, which delete would drop after retention.ms"}}
+			specs = append(specs, v)
 		}
 	}
 	return specs, nil
@@ -155,4 +169,55 @@ func retention(r pipelines.Retention) (map[string]string, error) {
 		conf["retention.bytes"] = "-1"
 	}
 	return conf, nil
+}
+
+// EnsureTopics creates the pipeline's topics when missing, with the settings topicSpecs gives
+// them, refuses existing ones whose settings would lose data, and checks that the cluster takes
+// a manifest of the longest document the configuration allows.
+func EnsureTopics(ctx context.Context, cfg *pipelines.Config, client kafkaclient.ClientConfig) error {
+	specs, err := topicSpecs(cfg)
+	if err != nil {
+		return err
+	}
+	if err := kafkaclient.EnsureTopics(ctx, client, specs...); err != nil {
+		return err
+	}
+	return checkManifestFits(ctx, cfg, client)
+}
+
+// checkManifestFits compares the manifest bound with the broker's socket.request.max.bytes:
+// a produce request carries a whole record batch, so no record larger than that limit can be
+// written whatever max.message.bytes the topic has, and the broker drops the connection of a
+// client that sends one (a producer would retry it until it gave up).
+func checkManifestFits(ctx context.Context, cfg *pipelines.Config, client kafkaclient.ClientConfig) error {
+	bound, err := ManifestMaxBytes(cfg)
+	if err != nil {
+		return err
+	}
+	if bound <= kafkaDefaultMaxMessageBytes {
+		return nil // within what every broker takes by default
+	}
+	limit, err := kafkaclient.BrokerSetting(ctx, client, "socket.request.max.bytes")
+	if err != nil {
+		return fmt.Errorf("checking that %s can take a manifest of %d bytes: %w", cfg.Transport.Kafka.ManifestsTopic(), bound, err)
+	}
+	// Room for the produce request's own framing (topic name, headers), generously.
+	if limit -= 16 << 10; bound <= limit {
+		return nil
+	}
+	windows, _ := MaxDocWindows(cfg)
+	return fmt.Errorf("source.max_doc_bytes: a document of %d bytes can have %d windows (chunking.mode %s, k %d, s %d; one token per byte at worst), and its manifest on %s up to %d bytes, over what the brokers read in one request (socket.request.max.bytes %d): lower source.max_doc_bytes to %d or less, or raise socket.request.max.bytes on every broker",
+		cfg.Source.MaxDocBytes, windows, cfg.Chunking.Mode, cfg.Chunking.K, cfg.Chunking.S, cfg.Transport.Kafka.ManifestsTopic(), bound, limit+16<<10, maxDocBytesFor(cfg, limit))
+}
+
+// maxDocBytesFor is the largest source.max_doc_bytes whose manifest bound stays within limit.
+func maxDocBytesFor(cfg *pipelines.Config, limit int64) int64 {
+	w := (limit - manifestSlack) / manifestBytesPerWindow
+	if w < 1 {
+		return 0
+	}
+	if cfg.Chunking.Mode == "anchored" {
+		return w
+	}
+	return int64(cfg.Chunking.K-2) + (w-1)*int64(cfg.Chunking.S-2)
 }
