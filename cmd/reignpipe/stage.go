@@ -15,6 +15,7 @@ type stageFlags struct {
 	cacheDir    string
 	metricsAddr string
 	fromScratch bool
+	maxLag      int64
 }
 
 func cmdStage(ctx context.Context, args []string) error {
@@ -24,6 +25,7 @@ func cmdStage(ctx context.Context, args []string) error {
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "override cache.dir (each embed worker keeps its own chunk cache)")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "override run.metrics_addr (one port per process)")
 	fs.BoolVar(&f.fromScratch, "from-scratch", false, "ingest: forget the source checkpoint")
+	fs.Int64Var(&f.maxLag, "replica-max-lag", launch.DefaultReplicaMaxLag, "embed, process: store records the chunk cache replica may be behind when the worker joins its consumer group")
 	logFormat := fs.String("log-format", "text", "text or json")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -48,7 +50,7 @@ func cmdStage(ctx context.Context, args []string) error {
 	if f.metricsAddr != "" {
 		cfg.Run.MetricsAddr = f.metricsAddr
 	}
-	sum, err := launch.Stage(ctx, cfg, pos[0], launch.StageOptions{IdleExit: f.idleExit, FromScratch: f.fromScratch})
+	sum, err := launch.Stage(ctx, cfg, pos[0], launch.StageOptions{IdleExit: f.idleExit, FromScratch: f.fromScratch, ReplicaMaxLag: f.maxLag})
 	if sum != nil {
 		os.Stdout.Write(sum.JSON())
 	}

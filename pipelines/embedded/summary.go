@@ -51,6 +51,9 @@ type Summary struct {
 	// Sinks holds, by output name, what the sinks that can tell (connectors.SinkCounter) did
 	// with the vectors: a database sink's inserted, updated, unchanged, older_skipped rows.
 	Sinks map[string]map[string]int64 `json:"sinks,omitempty"`
+	// Store is what a distributed embed worker's replica of the cluster's chunk store did
+	// (pipelines/replica: windows and manifests applied and published, window_conflicts).
+	Store any `json:"store,omitempty"`
 	// PeakRSSMiB is the process's peak resident set (VmHWM; -1 without /proc), GoMiB what the
 	// Go runtime held at the end: the difference is C memory (ONNX Runtime, Pebble).
 	PeakRSSMiB float64 `json:"peak_rss_mib"`

@@ -28,6 +28,7 @@ import (
 	"github.com/reignpipe/reignpipe/stages/aggregate"
 	"github.com/reignpipe/reignpipe/stages/chunk"
 	"github.com/reignpipe/reignpipe/stages/gn"
+	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
 
 // Options replace parts of a configured pipeline, for the stages of distributed mode and for
@@ -44,6 +45,14 @@ type Options struct {
 	KafkaSink func(pipelines.SinkConfig) (connectors.Sink, error)
 	Metrics   func() map[string]float64 // extra metrics (consumer lag...)
 	Stage     string                    // the metrics' stage label; "" = run
+	// Store, when set, makes the chunk cache a replica of the cluster's store (pipelines/
+	// replica): it gets the opened cache, returns once the replica has caught up, and gives the
+	// cache the runner writes through, a close (its error is the run's) and the store's part
+	// of the summary.
+	Store func(ctx context.Context, c *shardcache.Cache) (embedded.ChunkCache, func() error, func() any, error)
+	// OpenSource opens the source when Source is nil, after Store returned: an embed worker
+	// joins its consumer group only once its store has caught up.
+	OpenSource func() (connectors.Source, error)
 }
 
 // batcherEmbedder adapts the GN batcher to the runner's WindowEmbedder.
@@ -84,7 +93,21 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (_ *embedded.Sum
 			err = cerr
 		}
 	}()
-	tok, model, cache, params := pp.Tokenizer, pp.Model, pp.Cache, pp.Params
+	tok, model, params := pp.Tokenizer, pp.Model, pp.Params
+	var cache embedded.ChunkCache = pp.Cache
+	var storeSummary func() any
+	if o.Store != nil {
+		c, closeStore, summ, err := o.Store(ctx, pp.Cache)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { // before the cache closes (deferred earlier)
+			if cerr := closeStore(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
+		cache, storeSummary = c, summ
+	}
 	agg, companion := pp.Aggregator, pp.Companion
 	batcher, err := gn.NewBatcher(model, gn.BatcherOptions{
 		TokenBudget: cfg.Batching.TokenBudget, MaxBatch: cfg.Batching.MaxBatch, MaxWait: cfg.Batching.MaxWait.Duration,
@@ -100,6 +123,11 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (_ *embedded.Sum
 	}()
 
 	src := o.Source
+	if src == nil && o.OpenSource != nil {
+		if src, err = o.OpenSource(); err != nil {
+			return nil, err
+		}
+	}
 	if src == nil {
 		if src, err = OpenSource(cfg, o.FromScratch); err != nil {
 			return nil, err
@@ -188,6 +216,9 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (_ *embedded.Sum
 	prog.Stop()
 
 	runner.Summarize(sum, src.Stats())
+	if storeSummary != nil {
+		sum.Store = storeSummary()
+	}
 	ms := model.Stats()
 	sum.GNForward, sum.GNSeconds = ms.ForwardPasses, ms.ForwardTime.Seconds()
 	if ms.RealTokens > 0 {

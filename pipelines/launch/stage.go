@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/reignpipe/reignpipe/connectors"
@@ -17,6 +18,7 @@ import (
 	"github.com/reignpipe/reignpipe/pipelines/distributed"
 	"github.com/reignpipe/reignpipe/pipelines/embedded"
 	"github.com/reignpipe/reignpipe/pipelines/parts"
+	"github.com/reignpipe/reignpipe/pipelines/replica"
 	"github.com/reignpipe/reignpipe/pipelines/runstate"
 	"github.com/reignpipe/reignpipe/schemas"
 )
@@ -29,6 +31,7 @@ var StageNames = map[string]string{
 	"embed":     "<topics>.raw → chunking, GN, chunk cache → <topics>.chunks",
 	"aggregate": "<topics>.chunks → REIGN or mean-pool → sinks",
 	"process":   "<topics>.raw → chunking, GN, cache, aggregation → sinks",
+	"replica":   "<topics>.windows + <topics>.manifests → a chunk cache kept in step (no GN)",
 }
 
 // rawFormats maps transport.kafka.raw_format to the decoder of the raw topic's values.
@@ -45,6 +48,9 @@ type StageOptions struct {
 	IdleExit time.Duration
 	// FromScratch (ingest) forgets the source checkpoint.
 	FromScratch bool
+	// ReplicaMaxLag (embed, process): records the chunk store replica may still be behind
+	// when the worker joins the consumer group; 0 means DefaultReplicaMaxLag, < 0 none.
+	ReplicaMaxLag int64
 }
 
 // Summary is a stage's outcome, as the JSON line a command prints.
@@ -73,21 +79,37 @@ func Stage(ctx context.Context, cfg *pipelines.Config, name string, o StageOptio
 	e.log.Info("stage starting", "does", StageNames[name], "brokers", cfg.Transport.Kafka.Brokers, "topics", cfg.Transport.Kafka.Topics)
 
 	switch name {
+	case "replica":
+		return e.replicaStage(ctx, o)
 	case "ingest":
 		return e.ingest(ctx, dl, o)
 	case "aggregate":
 		return e.aggregate(ctx, dl, o)
 	}
-	// embed and process: the embedded runner with a Kafka source.
-	cons, err := e.consumer(name, cfg.Transport.Kafka.RawTopic())
-	if err != nil {
-		return nil, err
+	// embed and process: the embedded runner with a Kafka source, its cache a replica of the
+	// cluster's chunk store (store.go); the consumer joins the group once the replica caught up.
+	var cons atomic.Pointer[kafkaclient.Consumer]
+	sw := &storeWorker{e: e, maxLag: o.ReplicaMaxLag}
+	if sw.maxLag == 0 {
+		sw.maxLag = DefaultReplicaMaxLag
 	}
-	src := kafka.NewDocSource(cons, rawFormats[cfg.Transport.Kafka.RawFormat](cfg.Source))
 	ro := Options{
-		Source: idleSource{DocSource: src, idle: o.IdleExit}, DeadLetter: dl, KafkaSink: e.kafkaSink, Stage: name,
+		OpenSource: func() (connectors.Source, error) {
+			c, err := e.consumer(name, cfg.Transport.Kafka.RawTopic())
+			if err != nil {
+				return nil, err
+			}
+			cons.Store(c)
+			return idleSource{DocSource: kafka.NewDocSource(c, rawFormats[cfg.Transport.Kafka.RawFormat](cfg.Source)), idle: o.IdleExit}, nil
+		},
+		Store: sw.attach, DeadLetter: dl, KafkaSink: e.kafkaSink, Stage: name,
 		Metrics: func() map[string]float64 {
-			return map[string]float64{"reignpipe_consumer_lag": float64(cons.Lag()), "reignpipe_dead_letters_published_total": float64(dl.Count())}
+			m := map[string]float64{"reignpipe_dead_letters_published_total": float64(dl.Count())}
+			if c := cons.Load(); c != nil {
+				m["reignpipe_consumer_lag"] = float64(c.Lag())
+			}
+			sw.metrics(m)
+			return m
 		},
 	}
 	if name == "embed" {
@@ -97,7 +119,9 @@ func Stage(ctx context.Context, cfg *pipelines.Config, name string, o StageOptio
 		}
 		cs := kafka.NewChunkSink(p)
 		defer cs.Close(context.Background())
-		ro.ChunkSinks, ro.NoVectors = []embedded.ChunkSink{cs}, true
+		// Its records are acknowledged only after the windows and manifests of their documents.
+		sw.ordered = &replica.OrderedChunkSink{Inner: cs, MaxRecordBytes: cfg.Transport.Kafka.MaxRecordBytes}
+		ro.ChunkSinks, ro.NoVectors = []embedded.ChunkSink{sw.ordered}, true
 	}
 	sum, err := Run(ctx, cfg, ro)
 	if sum == nil {

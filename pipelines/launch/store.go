@@ -77,7 +77,9 @@ func (w *storeWorker) attach(ctx context.Context, c *shardcache.Cache) (embedded
 		return nil, nil, nil, fmt.Errorf("chunk store replica: %w", err)
 	}
 	start := time.Now()
-	if err := f.CatchUp(ctx, w.maxLag); err != nil {
+	if w.maxLag < 0 {
+		// No wait: the worker joins at once and its store fills while it embeds.
+	} else if err := f.CatchUp(ctx, w.maxLag); err != nil {
 		return nil, nil, nil, errors.Join(fmt.Errorf("chunk store replica catching up: %w", err), f.Stop())
 	}
 	st := f.Stats()
