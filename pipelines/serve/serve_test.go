@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -190,12 +191,18 @@ func TestServeRefusesBadInput(t *testing.T) {
 // finishes and gets its answer before the server stops.
 func TestServeTimeoutAndDrain(t *testing.T) {
 	a, srv, base, _ := start(t, Options{})
-	a.o.Timeout = time.Nanosecond
-	code, body := post(t, base+"/v1/embed", "text/plain", "A text no run has seen, so the GN must embed it.")
+	// A second server over the same parts whose requests may take no time at all.
+	hasty, err := Listen("127.0.0.1:0", New(a.s, Options{Timeout: time.Nanosecond}), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body := post(t, "http://"+hasty.Addr+"/v1/embed", "text/plain", "A text no run has seen, so the GN must embed it.")
+	if err := hasty.Shutdown(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
 	if code != 504 || !strings.Contains(string(body), "longer than") {
 		t.Fatalf("timeout: %d %s", code, body)
 	}
-	a.o.Timeout = time.Minute
 
 	// A document of many new windows keeps the GN busy long enough to shut down under it.
 	long := strings.Repeat("Tidal turbines convert the kinetic energy of moving sea water into electricity. ", 400)
@@ -244,3 +251,35 @@ const testPatent = `<?xml version="1.0" encoding="UTF-8"?>
 <claims><claim><claim-text>1. BODY</claim-text></claim></claims>
 </us-patent-grant>
 `
+
+// FuzzReadRequest: whatever body and media type arrive, the request reader returns a document
+// with text, a stored id, or an error that answers 4xx; it never panics.
+func FuzzReadRequest(f *testing.F) {
+	f.Add(uint8(0), []byte(`{"id":"a","text":"hello"}`))
+	f.Add(uint8(0), []byte(`{"stored_id":"t:a","k":3}`))
+	f.Add(uint8(1), []byte("plain text"))
+	f.Add(uint8(2), []byte(testPatent))
+	f.Add(uint8(3), []byte("x"))
+	types := []string{"application/json", "text/plain", "application/xml", "image/png"}
+	a := &API{}
+	a.o.defaults()
+	a.o.MaxDocBytes = 1 << 16
+	f.Fuzz(func(t *testing.T, ct uint8, body []byte) {
+		r, _ := http.NewRequest("POST", "/v1/search?k=2", bytes.NewReader(body))
+		r.Header.Set("Content-Type", types[int(ct)%len(types)])
+		q, doc, err := a.readRequest(r)
+		if err != nil {
+			var he *httpError
+			if !errors.As(err, &he) || he.code < 400 || he.code > 499 {
+				t.Fatalf("error %v is not a 4xx", err)
+			}
+			return
+		}
+		if doc == nil && q.StoredID == "" {
+			t.Fatal("no document and no stored id, and no error")
+		}
+		if doc != nil && strings.TrimSpace(doc.Text) == "" {
+			t.Fatal("a document without text")
+		}
+	})
+}
