@@ -163,16 +163,19 @@ func Parse(data []byte) (*Config, error) {
 	data = expand(data)
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, err
+		return nil, plainYAMLError(err)
 	}
 	if len(root.Content) == 0 {
 		return nil, errors.New("empty pipeline definition")
+	}
+	if err := checkShape(root.Content[0]); err != nil {
+		return nil, err
 	}
 	c := Defaults()
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil {
-		return nil, err
+		return nil, plainYAMLError(err) // what the shape check did not foresee, still in YAML terms
 	}
 	c.root = &root
 	c.fillProviderDefaults()

@@ -54,7 +54,7 @@ func TestRejectsWithLine(t *testing.T) {
 	cases := []struct {
 		name, yaml, want string
 	}{
-		{"unknown key", minimal + "chunking:\n  k: 512\n  stride: 3\n", "line 11: field stride not found"},
+		{"unknown key", minimal + "chunking:\n  k: 512\n  stride: 3\n", "line 11: chunking.stride: unknown key"},
 		{"S greater than K", minimal + "chunking:\n  k: 256\n  s: 300\n", "line 11: chunking.s"},
 		{"K too big", minimal + "chunking:\n  k: 1024\n", "line 10: chunking.k"},
 		{"bad provider", minimal + "gn:\n  provider: tpu\n", "line 10: gn.provider"},

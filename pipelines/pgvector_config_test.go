@@ -34,7 +34,7 @@ func TestPgvectorSinkKeys(t *testing.T) {
 		{"long table", "    table: " + strings.Repeat("t", 41) + "\n", "line 11: sinks.1.table:"},
 		{"negative retry_timeout", "    retry_timeout: -1s\n", "line 11: sinks.1.retry_timeout: must be > 0"},
 		{"retry_timeout not a duration", "    retry_timeout: soon\n", "line 11"},
-		{"unknown key", "    indexes: hnsw\n", "line 11: field indexes not found"},
+		{"unknown key", "    indexes: hnsw\n", "line 11: sinks.1.indexes: unknown key; did you mean sinks.1.index?"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
