@@ -43,3 +43,33 @@ func TestSinkRefusalIsDeadLettered(t *testing.T) {
 		t.Fatalf("refusing sink holds %d vectors, the other %d", len(refusing.durable), len(rg.sink.durable))
 	}
 }
+
+// ackWatch records how many inputs were acked when its first Flush began.
+type ackWatch struct {
+	memSink
+	acked      func() int64
+	atFirst    int64
+	flushCalls int
+}
+
+func (s *ackWatch) Flush(ctx context.Context) error {
+	if s.flushCalls == 0 {
+		s.atFirst = s.acked()
+	}
+	s.flushCalls++
+	return s.memSink.Flush(ctx)
+}
+
+// A refused document is acked only at the commit that makes the other sinks' copies of its
+// vector durable: acking it at its dead letter would let a crash lose those copies.
+func TestSinkRefusalAckWaitsForTheCommit(t *testing.T) {
+	rg := newRig(t, t.TempDir(), corpus(6), Options{CommitEvery: 100})
+	watch := &ackWatch{acked: rg.src.acked.Load}
+	rg.r.parts.Sinks = []connectors.Sink{&refusingSink{refuse: "t:2"}, watch}
+	if err := rg.r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if watch.atFirst != 0 || rg.src.acked.Load() != 6 || len(rg.dl.d) != 1 {
+		t.Fatalf("%d inputs acked before the first sink flush (want 0); %d acked in all, %d dead letters", watch.atFirst, rg.src.acked.Load(), len(rg.dl.d))
+	}
+}

@@ -167,6 +167,8 @@ type item struct {
 	pending atomic.Int32
 	errMu   sync.Mutex
 	err     error
+	// refused is a sink's refusal of the document's vector (dead-lettered, acked at the commit).
+	refused error
 	stage   string
 }
 

@@ -65,9 +65,11 @@ func (r *Runner) write(ctx context.Context, done <-chan *item) (err error) {
 		}
 		// Durable now: only committed documents count as written, so a run that fails later
 		// still reports what it really delivered.
-		r.C.DocsWritten.Add(int64(len(pending)))
 		for _, it := range pending {
-			r.ack(ctx, it, nil)
+			if it.refused == nil {
+				r.C.DocsWritten.Add(1)
+			}
+			r.ack(ctx, it, it.refused)
 			wm.mark(it.seq)
 		}
 		pending = pending[:0]
@@ -228,9 +230,13 @@ func (r *Runner) handle(ctx context.Context, it *item) (bool, error) {
 		return false, fmt.Errorf("sink write (%s): %w", it.doc.ID, err)
 	}
 	if refused != nil {
-		return false, r.deadLetter(ctx, it, schemas.DeadLetter{
-			DocID: it.doc.ID, Source: it.doc.Source, Position: position(it), Stage: "sink", Err: refused.Error(),
-		})
+		// The other sinks may hold the vector: the input waits for the commit that makes their
+		// copies durable, like any written document, and is acked then with the refusal.
+		d := schemas.DeadLetter{DocID: it.doc.ID, Source: it.doc.Source, Position: position(it), Stage: "sink", Err: refused.Error()}
+		if err := r.writeDeadLetter(ctx, d); err != nil {
+			return false, err
+		}
+		it.refused = errors.New(d.Err)
 	}
 	// Free the window buffers now: the item stays pending until the commit.
 	it.windows, it.emb, it.doc.Text = nil, nil, ""
@@ -246,12 +252,20 @@ func position(it *item) string {
 }
 
 func (r *Runner) deadLetter(ctx context.Context, it *item, d schemas.DeadLetter) error {
+	if err := r.writeDeadLetter(ctx, d); err != nil {
+		return err
+	}
+	r.ack(ctx, it, errors.New(d.Err))
+	return nil
+}
+
+// writeDeadLetter makes d durable and counts the document as failed.
+func (r *Runner) writeDeadLetter(ctx context.Context, d schemas.DeadLetter) error {
 	if err := r.parts.DeadLetter.WriteDeadLetter(ctx, d); err != nil {
 		return fmt.Errorf("dead-letter output: %w", err)
 	}
 	r.C.DocsFailed.Add(1)
 	r.C.DeadLetters.Add(1)
 	r.opt.Logger.Warn("input failed; sent to the dead-letter output", "doc", d.DocID, "stage", d.Stage, "err", d.Err)
-	r.ack(ctx, it, errors.New(d.Err))
 	return nil
 }
