@@ -32,8 +32,9 @@ func Texts() map[string]string {
 	}
 }
 
-// Corpus writes the corpus and a pipeline over it into dir, runs the pipeline once and returns
-// its config (GN paths resolved, ONNX Runtime located for the test process). sinks is the YAML
+// Corpus writes the corpus and a pipeline over it into dir (the pipeline file as
+// dir/pipeline.yaml), runs the pipeline once and returns its config (GN paths resolved, ONNX
+// Runtime located for the test process). sinks is the YAML
 // of the sinks list; "" writes parquet vectors to dir/vectors.
 func Corpus(t testing.TB, dir, sinks string) *pipelines.Config {
 	t.Helper()
@@ -60,6 +61,9 @@ cache: {dir: %q}
 sinks: %s
 run: {state_dir: %q, progress: off}
 `, input, model, tok, filepath.Join(dir, "cache"), sinks, filepath.Join(dir, "state"))
+	if err := os.WriteFile(filepath.Join(dir, "pipeline.yaml"), []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cfg, err := pipelines.Parse([]byte(yaml))
 	if err != nil {
 		t.Fatal(err)
