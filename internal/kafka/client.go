@@ -19,6 +19,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -160,14 +161,60 @@ func transient(err error) bool {
 }
 
 // fatalTLS recognises certificate failures, which look like network errors but never heal
-// by retrying.
+// by retrying, and a plaintext client answered in TLS by the broker.
 func fatalTLS(err error) bool {
 	var unknown x509.UnknownAuthorityError
 	var host x509.HostnameError
 	var invalid x509.CertificateInvalidError
 	var header tls.RecordHeaderError
 	return errors.As(err, &unknown) || errors.As(err, &host) || errors.As(err, &invalid) ||
-		errors.As(err, &header)
+		errors.As(err, &header) || expectsTLS(err)
+}
+
+// expectsTLS: kafka-go saw a TLS record where a Kafka response belongs (it has no error type
+// for it, only this wrapped text), so the listener speaks TLS and this client does not.
+func expectsTLS(err error) bool {
+	return errors.Is(err, io.ErrUnexpectedEOF) && strings.Contains(err.Error(), "broker appears to be expecting TLS")
+}
+
+// Kinds of SecurityFailure.
+const (
+	SecurityTLS       = "tls"        // the broker's certificate is not trusted, or not for this name
+	SecurityNeedsTLS  = "needs-tls"  // the listener speaks TLS, the client does not
+	SecurityAuth      = "sasl"       // the brokers refused the SASL credentials or mechanism
+	SecurityForbidden = "authorized" // authenticated, but an ACL forbids the operation
+)
+
+// SecurityFailure tells what kind of security failure err is ("" for none), so that callers
+// can say which setting to fix, and the broker's or the TLS stack's own words for it without
+// the client library's call chain. None of them is retried.
+func SecurityFailure(err error) (kind, detail string) {
+	var kerr kafka.Error
+	var verify *tls.CertificateVerificationError
+	switch {
+	case err == nil:
+		return "", ""
+	case expectsTLS(err):
+		return SecurityNeedsTLS, "the broker answered in TLS"
+	case fatalTLS(err):
+		if errors.As(err, &verify) {
+			return SecurityTLS, verify.Err.Error()
+		}
+		return SecurityTLS, err.Error()
+	case errors.As(err, &kerr):
+		// kafka-go writes "[code] Title: the broker's message"; keep it from the code on.
+		detail = err.Error()
+		if i := strings.Index(detail, fmt.Sprintf("[%d] ", int(kerr))); i >= 0 {
+			detail = detail[i:]
+		}
+		switch kerr {
+		case kafka.SASLAuthenticationFailed, kafka.UnsupportedSASLMechanism, kafka.IllegalSASLState:
+			return SecurityAuth, detail
+		case kafka.TopicAuthorizationFailed, kafka.GroupAuthorizationFailed, kafka.ClusterAuthorizationFailed:
+			return SecurityForbidden, detail
+		}
+	}
+	return "", ""
 }
 
 // fatalAuth recognises errors a consumer group cannot recover from by rejoining.

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -42,6 +43,9 @@ func TestTransient(t *testing.T) {
 		{"no leader during a restart", kafka.WriteErrors{kafkaproduce.NewError(protocol.ErrNoLeader)}, true},
 		{"partition not in metadata yet", fmt.Errorf("x: %w", protocol.ErrNoPartition), true},
 		{"plain error", errors.New("boom"), false},
+		{"SASL refused", fmt.Errorf("kafka.(*Client).Metadata: %w: invalid credentials", kafka.SASLAuthenticationFailed), false},
+		{"plaintext to a TLS listener", fmt.Errorf("x: %w", fmt.Errorf("%w: broker appears to be expecting TLS", io.ErrUnexpectedEOF)), false},
+		{"certificate for another name", &tls.CertificateVerificationError{Err: x509.HostnameError{Host: "kafka.example"}}, false},
 	}
 	for _, tc := range cases {
 		if got := transient(tc.err); got != tc.want {
@@ -217,5 +221,29 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		var buf strings.Builder
 		_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
 		t.Fatalf("%d goroutines after Close, %d before:\n%s", n, base, buf.String())
+	}
+}
+
+// SecurityFailure sorts the failures a misconfigured client meets, with the broker's or the
+// TLS stack's words and without the client library's call chain.
+func TestSecurityFailure(t *testing.T) {
+	cases := []struct {
+		name         string
+		err          error
+		kind, detail string
+	}{
+		{"nil", nil, "", ""},
+		{"network", io.ErrUnexpectedEOF, "", ""},
+		{"unknown authority", fmt.Errorf("kafka.(*Client).Metadata: %w", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}), SecurityTLS, "x509: certificate signed by unknown authority"},
+		{"plaintext to TLS", fmt.Errorf("kafka.(*Client).Metadata: %w: broker appears to be expecting TLS", io.ErrUnexpectedEOF), SecurityNeedsTLS, "the broker answered in TLS"},
+		{"SASL", fmt.Errorf("kafka.(*Client).Metadata: %w: invalid credentials", kafka.SASLAuthenticationFailed), SecurityAuth, "[58] SASL Authentication Failed: SASL Authentication failed: invalid credentials"},
+		{"ACL", fmt.Errorf("x: %w", kafka.TopicAuthorizationFailed), SecurityForbidden, "[29] Topic Authorization Failed: the client is not authorized to access the requested topic"},
+		{"other broker error", kafka.MessageSizeTooLarge, "", ""},
+	}
+	for _, c := range cases {
+		kind, detail := SecurityFailure(c.err)
+		if kind != c.kind || detail != c.detail {
+			t.Errorf("%s: (%q, %q), want (%q, %q)", c.name, kind, detail, c.kind, c.detail)
+		}
 	}
 }

@@ -38,6 +38,26 @@ func Brokers(t testing.TB) string {
 	return addr
 }
 
+// SecureBroker is the test broker's second listener, which requires TLS and SASL/SCRAM
+// (`ops/kafka start --secure`): its address, the CA that signed its certificate, and a SCRAM user.
+type SecureBroker struct {
+	Brokers, CAFile, User, Password string
+}
+
+// Secure returns the secure listener of the test broker (REIGNPIPE_KAFKA_SECURE_BROKERS and the
+// rest, which ops/with-kafka exports when the broker has it), holding the broker lock as
+// Brokers does. Without it a test skips, or fails under REIGNPIPE_STRICT=1.
+func Secure(t testing.TB) SecureBroker {
+	t.Helper()
+	Brokers(t)
+	s := SecureBroker{Brokers: os.Getenv("REIGNPIPE_KAFKA_SECURE_BROKERS"), CAFile: os.Getenv("REIGNPIPE_KAFKA_CA"),
+		User: os.Getenv("REIGNPIPE_KAFKA_USER"), Password: os.Getenv("REIGNPIPE_KAFKA_PASSWORD")}
+	if s.Brokers == "" || s.CAFile == "" || s.User == "" {
+		testenv.Missing(t, "REIGNPIPE_KAFKA_SECURE_BROKERS, _CA and _USER not set: the broker has no TLS + SASL/SCRAM listener (ops/with-kafka starts it with one; a broker kept running needs `ops/kafka restart --secure`)")
+	}
+	return s
+}
+
 // Restart stops the broker and starts it again on the same data.
 func Restart(t testing.TB) { disrupt(t, "restart") }
 

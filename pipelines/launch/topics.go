@@ -180,7 +180,7 @@ func EnsureTopics(ctx context.Context, cfg *pipelines.Config, client kafkaclient
 		return err
 	}
 	if err := kafkaclient.EnsureTopics(ctx, client, specs...); err != nil {
-		return err
+		return explainKafka(cfg.Transport.Kafka, err)
 	}
 	return checkManifestFits(ctx, cfg, client)
 }
