@@ -1,0 +1,150 @@
+// Command storetopic measures how fast a chunk store replica is materialised from Kafka
+// (pipelines/replica, what `reignpipe materialize` and every embed worker's follower do)
+// against the local store's own write rate (shardcache Add + Flush) in the same run.
+//
+//	go run ./ops/bench/storetopic -brokers 127.0.0.1:19092 -n 100000
+//
+// It produces n synthetic windows (random unit vectors, dim 384 as all-minilm and bge-small)
+// to a fresh <prefix>.windows topic, then times (1) Add+Flush of the same rows into an empty
+// cache, (2) a replica catching up from the topic into another empty cache.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
+	"github.com/reignpipe/reignpipe/pipelines/replica"
+	"github.com/reignpipe/reignpipe/stages/shardcache"
+)
+
+func main() {
+	brokers := flag.String("brokers", "127.0.0.1:19092", "bootstrap broker")
+	n := flag.Int("n", 100_000, "windows")
+	dim := flag.Int("dim", 384, "embedding dimension")
+	parts := flag.Int("partitions", 3, "partitions of the window topic")
+	dir := flag.String("dir", "", "scratch directory (default: a temp dir, removed)")
+	flag.Parse()
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err := run(*brokers, *n, *dim, *parts, *dir); err != nil {
+		fmt.Fprintln(os.Stderr, "storetopic:", err)
+		os.Exit(1)
+	}
+}
+
+func run(brokers string, n, dim, parts int, dir string) error {
+	ctx := context.Background()
+	if dir == "" {
+		d, err := os.MkdirTemp("", "storetopic-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	cc := kafkaclient.ClientConfig{Brokers: []string{brokers}}
+	prefix := fmt.Sprintf("bench-store-%d", time.Now().UnixNano())
+	topics := replica.Topics{Windows: prefix + ".windows", Manifests: prefix + ".manifests"}
+	conf := map[string]string{"cleanup.policy": "compact"}
+	if err := kafkaclient.EnsureTopics(ctx, cc,
+		kafkaclient.TopicSpec{Name: topics.Windows, Partitions: parts, ReplicationFactor: 1, Config: conf},
+		kafkaclient.TopicSpec{Name: topics.Manifests, Partitions: parts, ReplicationFactor: 1, Config: conf}); err != nil {
+		return err
+	}
+	sp := replica.Space{Fingerprint: "bench-fingerprint", Dim: dim, K: 512, S: 512}
+	rows := make([]shardcache.Row, n)
+	r := rand.New(rand.NewPCG(1, 2))
+	emb := make([]float32, n*dim)
+	for i := range rows {
+		e := emb[i*dim : (i+1)*dim]
+		var s float64
+		for j := range e {
+			e[j] = float32(r.NormFloat64())
+			s += float64(e[j]) * float64(e[j])
+		}
+		for j := range e {
+			e[j] /= float32(math.Sqrt(s))
+		}
+		rows[i] = shardcache.Row{Key: r.Uint64(), DocID: fmt.Sprintf("bench:%d", i/8), ChunkIndex: int32(i % 8), NTokens: 510, Embedding: e}
+	}
+
+	// Produce.
+	p, err := kafkaclient.NewProducer(cc, kafkaclient.ProducerOptions{Topic: topics.Windows, NoFragment: true, Compression: "zstd"})
+	if err != nil {
+		return err
+	}
+	hs := replica.SpaceHeaders(sp)
+	t0 := time.Now()
+	var bytes int64
+	for _, row := range rows {
+		m := replica.WindowMessage(row, hs)
+		bytes += int64(len(m.Value))
+		if err := p.Send(ctx, m); err != nil {
+			return err
+		}
+	}
+	if err := p.Close(ctx); err != nil {
+		return err
+	}
+	produce := time.Since(t0)
+
+	open := func(name string) (*shardcache.Cache, error) {
+		return shardcache.Open(shardcache.Options{Dir: filepath.Join(dir, name), Fingerprint: sp.Fingerprint, Dim: dim, K: sp.K, S: sp.S})
+	}
+	// The store's own write rate.
+	base, err := open("direct")
+	if err != nil {
+		return err
+	}
+	t0 = time.Now()
+	for _, row := range rows {
+		if _, err := base.Add(row); err != nil {
+			return err
+		}
+	}
+	if err := base.Flush(); err != nil {
+		return err
+	}
+	direct := time.Since(t0)
+	if err := base.Close(); err != nil {
+		return err
+	}
+
+	// Materialise.
+	c, err := open("replica")
+	if err != nil {
+		return err
+	}
+	t0 = time.Now()
+	f, err := replica.Start(ctx, replica.Options{Client: cc, Topics: topics, Cache: c, Space: sp, Dir: filepath.Join(dir, "replica")})
+	if err != nil {
+		return err
+	}
+	if err := f.CatchUp(ctx, 0); err != nil {
+		return err
+	}
+	if err := f.Stop(); err != nil {
+		return err
+	}
+	mat := time.Since(t0)
+	st := f.Stats()
+	if err := c.Close(); err != nil {
+		return err
+	}
+	if st.WindowsApplied != int64(n) {
+		return fmt.Errorf("replica applied %d windows, want %d (%+v)", st.WindowsApplied, n, st)
+	}
+	mb := float64(bytes) / 1e6
+	fmt.Printf("| %d | %d | %d | %.0f | %.0f | %.1f | %.0f | %.1f | %.2f | %d |\n", n, dim, parts,
+		float64(n)/produce.Seconds(), float64(n)/direct.Seconds(), mb/direct.Seconds(),
+		float64(n)/mat.Seconds(), mb/mat.Seconds(), mat.Seconds()/direct.Seconds(), runtime.NumCPU())
+	return nil
+}
