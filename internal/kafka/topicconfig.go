@@ -185,3 +185,30 @@ func BrokerSetting(ctx context.Context, cfg ClientConfig, key string) (int64, er
 	}
 	return least, nil
 }
+
+// TopicSettings reads the current values of settings of a topic.
+func TopicSettings(ctx context.Context, cfg ClientConfig, topic string, keys ...string) (map[string]string, error) {
+	rc, err := cfg.resolve()
+	if err != nil {
+		return nil, err
+	}
+	tr := rc.transport()
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(rc.brokers...), Transport: tr, Timeout: 30 * time.Second}
+	resp, err := client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{
+		{ResourceType: kafka.ResourceTypeTopic, ResourceName: topic, ConfigNames: keys},
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("kafka: reading the settings of topic %s: %w", topic, err)
+	}
+	out := map[string]string{}
+	for _, res := range resp.Resources {
+		if res.Error != nil {
+			return nil, fmt.Errorf("kafka: reading the settings of topic %s: %w", topic, res.Error)
+		}
+		for _, e := range res.ConfigEntries {
+			out[e.ConfigName] = e.ConfigValue
+		}
+	}
+	return out, nil
+}
