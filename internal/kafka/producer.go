@@ -47,6 +47,10 @@ type ProducerOptions struct {
 	Logger     *slog.Logger
 }
 
+// DefaultBatchBytes is BatchBytes when left 0: room for one record of maxRecordBytes and more
+// records beside it. A topic reignpipe creates for a producer takes batches of this size.
+func DefaultBatchBytes(maxRecordBytes int) int { return maxRecordBytes + 100_000 }
+
 // TooLargeError is Send's refusal, under NoFragment, of a value longer than MaxRecordBytes.
 // Nothing of the message was queued.
 type TooLargeError struct {
@@ -87,7 +91,7 @@ func (o *ProducerOptions) setDefaults() error {
 		o.MaxRecordBytes = defaultMaxRecordBytes
 	}
 	if o.BatchBytes == 0 {
-		o.BatchBytes = o.MaxRecordBytes + 100_000
+		o.BatchBytes = DefaultBatchBytes(o.MaxRecordBytes)
 	}
 	if o.BatchBytes < o.MaxRecordBytes+maxRecordOverhead+1024 {
 		return fmt.Errorf("kafka producer: BatchBytes %d cannot hold a record of MaxRecordBytes %d plus key and headers (%d)",

@@ -19,12 +19,29 @@ import (
 // cluster without overrides already has.
 const kafkaDefaultMaxMessageBytes = 1048588
 
-// WindowsMaxMessageBytes is max.message.bytes of <topics>.windows: the largest record batch
-// its producer may send. One window record is its embedding (4 bytes per dimension: 1.5 KiB
-// for a 384-dimension GN, 16 KiB for 4096) plus key and space headers (well under 1 KiB), and
-// it is never fragmented (fragments of one key would be compacted away), so the default
-// 1 MiB holds any window of a GN up to ~250k dimensions and still lets the producer batch.
-const WindowsMaxMessageBytes = kafkaDefaultMaxMessageBytes
+// batchFraming is what a record batch adds on the wire to the bytes a producer counts into
+// BatchBytes: the batch header (61 bytes), record varints and a compression frame, which on
+// incompressible bytes can grow them slightly. 16 KiB is far more than any of these.
+const batchFraming = 16 << 10
+
+// StoreMaxMessageBytes is max.message.bytes of <topics>.windows and <topics>.manifests: the
+// largest record batch their producers send (kafkaclient.DefaultBatchBytes of the largest
+// record), never below the broker default. Records on these compacted topics are never
+// fragmented (fragments of one key would be compacted away). One window record is its
+// embedding (4 bytes per dimension: 1.5 KiB for a 384-dimension GN, 16 KiB for 4096) plus key
+// and space headers, far under transport.kafka.max_record_bytes; a manifest can reach
+// ManifestMaxBytes. With the defaults both are 1048588, the broker's own default.
+func StoreMaxMessageBytes(cfg *pipelines.Config) (windows, manifests int64, err error) {
+	bound, err := ManifestMaxBytes(cfg)
+	if err != nil {
+		return 0, 0, err
+	}
+	k := cfg.Transport.Kafka
+	batch := func(record int64) int64 {
+		return max(kafkaDefaultMaxMessageBytes, int64(kafkaclient.DefaultBatchBytes(int(record)))+batchFraming)
+	}
+	return batch(int64(k.MaxRecordBytes)), batch(max(int64(k.MaxRecordBytes), bound)), nil
+}
 
 // Manifest sizing: a manifest lists a document's window keys in order (8 bytes each) after a
 // header (content hash, space, version). manifestSlack covers the header, the doc-id key and
@@ -107,6 +124,10 @@ func topicSpecs(cfg *pipelines.Config) ([]kafkaclient.TopicSpec, error) {
 	if err != nil {
 		return nil, err
 	}
+	windowsBatch, manifestsBatch, err := StoreMaxMessageBytes(cfg)
+	if err != nil {
+		return nil, err
+	}
 	// Compacted stores: a window key always maps to the same bytes and a newer manifest of a doc
 	// id replaces the older, so the compactor may drop any superseded record at once
 	// (min.compaction.lag.ms 0, the default, stated so a broker override cannot hold duplicates
@@ -130,18 +151,18 @@ func topicSpecs(cfg *pipelines.Config) ([]kafkaclient.TopicSpec, error) {
 		spec(k.RawTopic(), raw),
 		spec(k.ChunksTopic(), chunks),
 		spec(k.DeadLetterTopic(), nil),
-		spec(k.WindowsTopic(), compacted(WindowsMaxMessageBytes)),
-		spec(k.ManifestsTopic(), compacted(max(manifest, kafkaDefaultMaxMessageBytes))),
+		spec(k.WindowsTopic(), compacted(windowsBatch)),
+		spec(k.ManifestsTopic(), compacted(manifestsBatch)),
 	}
 	// Settings without which the data is lost or cannot be written refuse an existing topic;
 	// the rest (retention, min.insync.replicas, partition counts) are the operator's choice.
 	specs[3].Require = []kafkaclient.Requirement{
 		{Key: "cleanup.policy", Equal: "compact", Why: "it is the cluster's store of window embeddings, which delete would empty after retention.ms"},
-		{Key: "max.message.bytes", AtLeast: WindowsMaxMessageBytes, Why: "the windows producer sends batches up to that size"},
+		{Key: "max.message.bytes", AtLeast: windowsBatch, Why: "the windows producer sends record batches up to that size (transport.kafka.max_record_bytes and room for more records)"},
 	}
 	specs[4].Require = []kafkaclient.Requirement{
 		{Key: "cleanup.policy", Equal: "compact", Why: "it is the cluster's store of document manifests, which delete would empty after retention.ms"},
-		{Key: "max.message.bytes", AtLeast: manifest, Why: fmt.Sprintf("a manifest is one record, and one of a document of source.max_doc_bytes=%d can reach that size", cfg.Source.MaxDocBytes)},
+		{Key: "max.message.bytes", AtLeast: manifestsBatch, Why: fmt.Sprintf("a manifest is one record, one of a document of source.max_doc_bytes=%d can reach %d bytes, and the manifests producer sends record batches up to that size", cfg.Source.MaxDocBytes, manifest)},
 	}
 	// The vector topic is compacted: it is keyed by document id, so it converges to the newest
 	// vector of every document.
@@ -185,16 +206,21 @@ func EnsureTopics(ctx context.Context, cfg *pipelines.Config, client kafkaclient
 	return checkManifestFits(ctx, cfg, client)
 }
 
-// checkManifestFits compares the manifest bound with the broker's socket.request.max.bytes:
-// a produce request carries a whole record batch, so no record larger than that limit can be
-// written whatever max.message.bytes the topic has, and the broker drops the connection of a
-// client that sends one (a producer would retry it until it gave up).
+// checkManifestFits compares the manifests producer's largest batch (sized from the manifest
+// bound) with the broker's socket.request.max.bytes: a produce request carries a whole record
+// batch, so nothing larger than that limit can be written whatever max.message.bytes the topic
+// has, and the broker drops the connection of a client that sends one (a producer would retry
+// it until it gave up).
 func checkManifestFits(ctx context.Context, cfg *pipelines.Config, client kafkaclient.ClientConfig) error {
 	bound, err := ManifestMaxBytes(cfg)
 	if err != nil {
 		return err
 	}
-	if bound <= kafkaDefaultMaxMessageBytes {
+	_, batch, err := StoreMaxMessageBytes(cfg)
+	if err != nil {
+		return err
+	}
+	if batch <= kafkaDefaultMaxMessageBytes {
 		return nil // within what every broker takes by default
 	}
 	limit, err := kafkaclient.BrokerSetting(ctx, client, "socket.request.max.bytes")
@@ -202,12 +228,13 @@ func checkManifestFits(ctx context.Context, cfg *pipelines.Config, client kafkac
 		return fmt.Errorf("checking that %s can take a manifest of %d bytes: %w", cfg.Transport.Kafka.ManifestsTopic(), bound, err)
 	}
 	// Room for the produce request's own framing (topic name, headers), generously.
-	if limit -= 16 << 10; bound <= limit {
+	if limit -= 16 << 10; batch <= limit {
 		return nil
 	}
 	windows, _ := MaxDocWindows(cfg)
 	return fmt.Errorf("source.max_doc_bytes: a document of %d bytes can have %d windows (chunking.mode %s, k %d, s %d; one token per byte at worst), and its manifest on %s up to %d bytes, over what the brokers read in one request (socket.request.max.bytes %d): lower source.max_doc_bytes to %d or less, or raise socket.request.max.bytes on every broker",
-		cfg.Source.MaxDocBytes, windows, cfg.Chunking.Mode, cfg.Chunking.K, cfg.Chunking.S, cfg.Transport.Kafka.ManifestsTopic(), bound, limit+16<<10, maxDocBytesFor(cfg, limit))
+		cfg.Source.MaxDocBytes, windows, cfg.Chunking.Mode, cfg.Chunking.K, cfg.Chunking.S, cfg.Transport.Kafka.ManifestsTopic(), bound, limit+16<<10,
+		maxDocBytesFor(cfg, limit-int64(kafkaclient.DefaultBatchBytes(0))-batchFraming))
 }
 
 // maxDocBytesFor is the largest source.max_doc_bytes whose manifest bound stays within limit.

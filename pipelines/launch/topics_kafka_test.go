@@ -28,12 +28,12 @@ func TestEnsurePipelineTopics(t *testing.T) {
 		{name: "windows not compacted", before: []kafkaclient.TopicSpec{{Name: ".windows", Partitions: 1, Config: map[string]string{"cleanup.policy": "delete"}}},
 			want: []string{".windows has cleanup.policy=delete, and reignpipe needs compact", "--add-config cleanup.policy=compact"}},
 		{name: "manifests too small", before: []kafkaclient.TopicSpec{{Name: ".manifests", Partitions: 1, Config: map[string]string{"cleanup.policy": "compact", "max.message.bytes": "100000"}}},
-			want: []string{".manifests has max.message.bytes=100000, and reignpipe needs at least 591888", "source.max_doc_bytes=33554432"}},
+			want: []string{".manifests has max.message.bytes=100000, and reignpipe needs at least 1048588", "source.max_doc_bytes=33554432 can reach 591888 bytes"}},
 		{name: "vectors with delete", before: []kafkaclient.TopicSpec{{Name: ".vectors", Partitions: 1, Config: map[string]string{"cleanup.policy": "compact,delete"}}},
 			want: []string{".vectors has cleanup.policy=compact,delete, and reignpipe needs compact"}},
 		{name: "manifest over the broker's request limit", edit: func(c *configEdit) { c.maxDocBytes, c.anchored = 200 << 20, true },
 			want: []string{"source.max_doc_bytes: a document of 209715200 bytes can have 209715200 windows (chunking.mode anchored",
-				"socket.request.max.bytes 104857600): lower source.max_doc_bytes to 13096960 or less"}},
+				"socket.request.max.bytes 104857600): lower source.max_doc_bytes to 13082412 or less"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

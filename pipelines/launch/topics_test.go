@@ -93,12 +93,23 @@ func TestTopicSpecs(t *testing.T) {
 			}
 		}
 	}
-	// A manifest bound over the broker default raises the topic's limit with it.
-	cfg.Source.MaxDocBytes = 256 << 20
-	specs, _ = topicSpecs(cfg)
-	for _, s := range specs {
-		if s.Name == "p.manifests" && s.Config["max.message.bytes"] != "4276296" {
-			t.Errorf("manifests max.message.bytes %s at 256 MiB documents", s.Config["max.message.bytes"])
+	// A manifest bound, or a record size, over the broker default raises the topics' limits
+	// to the producers' batches: the record plus 100 000 bytes plus the framing margin.
+	for _, c := range []struct {
+		maxDocBytes        int64
+		maxRecordBytes     int
+		windows, manifests string
+	}{
+		{256 << 20, 900_000, "1048588", "4392680"},
+		{32 << 20, 2_000_000, "2116384", "2116384"},
+	} {
+		cfg.Source.MaxDocBytes, cfg.Transport.Kafka.MaxRecordBytes = c.maxDocBytes, c.maxRecordBytes
+		specs, _ = topicSpecs(cfg)
+		for _, s := range specs {
+			want := map[string]string{"p.windows": c.windows, "p.manifests": c.manifests}[s.Name]
+			if want != "" && s.Config["max.message.bytes"] != want {
+				t.Errorf("%d-byte documents, %d-byte records: %s max.message.bytes %s, want %s", c.maxDocBytes, c.maxRecordBytes, s.Name, s.Config["max.message.bytes"], want)
+			}
 		}
 	}
 }
