@@ -102,7 +102,11 @@ func printSearch(w io.Writer, r *search.Result, cacheNote string) {
 	if q.Stored {
 		how = "its stored vector"
 	}
-	fmt.Fprintf(w, "query %s %q (%d chunks, %d tokens; %s)\n", q.DocID, q.Title, q.NChunks, q.NTokens, how)
+	title := ""
+	if q.Title != "" {
+		title = fmt.Sprintf(" %q", q.Title)
+	}
+	fmt.Fprintf(w, "query %s%s (%d chunks, %d tokens; %s)\n", q.DocID, title, q.NChunks, q.NTokens, how)
 	if cacheNote != "" && !q.Stored {
 		fmt.Fprintf(w, "chunk cache %s\n", cacheNote)
 	}

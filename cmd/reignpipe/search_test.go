@@ -24,7 +24,7 @@ func TestSearchCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := out.String()
-	for _, want := range []string{`query query:stdin ""`, "1 windows: 1 from the chunk cache, 0 embedded by the GN", "top 2 in space gn-meanpool:", " 1. ", "t:long", "doc long"} {
+	for _, want := range []string{"query query:stdin (1 chunks", "1 windows: 1 from the chunk cache, 0 embedded by the GN", "top 2 in space gn-meanpool:", " 1. ", "t:long", "doc long"} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("listing lacks %q:\n%s", want, text)
 		}
