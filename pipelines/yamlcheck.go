@@ -166,7 +166,7 @@ func sortedKeys(fields map[string]reflect.StructField) []string {
 func unknownKey(k *yaml.Node, path string, fields map[string]reflect.StructField) error {
 	e := &FieldError{Path: join(path, k.Value), Line: k.Line, Reason: "unknown key"}
 	keys := sortedKeys(fields)
-	if near := nearest(k.Value, keys); near != "" {
+	if near := Nearest(k.Value, keys); near != "" {
 		e.Reason += "; did you mean " + join(path, near) + "?"
 	} else if elsewhere := keyElsewhere(k.Value, path); elsewhere != "" {
 		e.Reason += "; did you mean " + elsewhere + "?"
@@ -210,10 +210,10 @@ func keyElsewhere(key, written string) string {
 	return found[0]
 }
 
-// nearest is the key closest to what was written, if it is close enough to be a typo: at most
-// one edit for short keys, two for longer ones (a swap of two letters is one edit); else the
-// one key that what was written begins (max_doc for max_doc_bytes).
-func nearest(written string, keys []string) string {
+// Nearest is the key (or flag) closest to what was written, if it is close enough to be a
+// typo: at most one edit for short keys, two for longer ones (a swap of two letters is one
+// edit); else the one key that what was written begins (max_doc for max_doc_bytes).
+func Nearest(written string, keys []string) string {
 	w := strings.ToLower(written)
 	best, bestD := "", 1<<30
 	for _, k := range keys {

@@ -117,8 +117,8 @@ func TestNearestKey(t *testing.T) {
 		{"zz", ""},
 	}
 	for _, c := range cases {
-		if got := nearest(c.written, keys); got != c.want {
-			t.Errorf("nearest(%q) = %q, want %q", c.written, got, c.want)
+		if got := Nearest(c.written, keys); got != c.want {
+			t.Errorf("Nearest(%q) = %q, want %q", c.written, got, c.want)
 		}
 	}
 }

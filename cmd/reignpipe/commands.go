@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 
+	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/components"
 )
 
@@ -77,9 +79,15 @@ func usageLine(name string) string {
 	return strings.TrimSpace("reignpipe " + c.name + " " + c.synopsis)
 }
 
-// usageError is the error a command returns for arguments it cannot use.
+// usageError is the error a command returns for arguments it cannot use; it exits 2.
 func usageError(name, why string) error {
-	return fmt.Errorf("%s: %s\nusage: %s", name, why, usageLine(name))
+	return &usageErr{cmd: name, why: why}
+}
+
+type usageErr struct{ cmd, why string }
+
+func (e *usageErr) Error() string {
+	return fmt.Sprintf("%s: %s\nusage: %s", e.cmd, e.why, usageLine(e.cmd))
 }
 
 func usage(w io.Writer) {
@@ -93,27 +101,88 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
 	}
 	componentTypes(w, components.Builtin())
+	fmt.Fprintln(w, "\nexit codes: 0 completed (inputs that failed are in the dead-letter file), 1 failed, 2 usage error,")
+	fmt.Fprintln(w, "  130 stopped by Ctrl-C and 143 by SIGTERM before completing (what was in flight is committed first);")
+	fmt.Fprintln(w, "  stage and serve run until stopped and exit 0 when a signal stops them.")
 	fmt.Fprintln(w, "\n`reignpipe CMD --help` lists a command's flags.")
 }
 
-// newFlagSet is a command's flag set: its usage is the table's synopsis and the flags, printed
-// to stdout when help is asked for (then the command exits 0) and to stderr otherwise.
-func newFlagSet(name string, args []string) *flag.FlagSet {
+// newFlagSet is a command's flag set. The flag package prints nothing itself: help (-h or
+// --help anywhere before "--") is printed once by parseInterspersed, and a flag it cannot parse
+// becomes a usage error that main prints once, with the usage line. (The second argument, the
+// command line, is the one parseInterspersed reads; the callers pass it here too.)
+func newFlagSet(name string, _ []string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	out := io.Writer(os.Stderr)
-	if wantsHelp(args) {
-		out = os.Stdout
-	}
-	fs.SetOutput(out)
-	fs.Usage = func() {
-		fmt.Fprintf(out, "usage: %s\n", usageLine(name))
-		if c, _ := lookup(name); c.summary != "" {
-			fmt.Fprintf(out, "\n%s.\n", strings.ToUpper(c.summary[:1])+c.summary[1:])
-		}
-		fmt.Fprintln(out, "\nflags:")
-		fs.PrintDefaults()
-	}
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	return fs
+}
+
+// printHelp is a command's --help: the table's synopsis and summary, and its flags, on stdout.
+func printHelp(fs *flag.FlagSet) {
+	name := fs.Name()
+	fmt.Fprintf(os.Stdout, "usage: %s\n", usageLine(name))
+	if c, _ := lookup(name); c.summary != "" {
+		fmt.Fprintf(os.Stdout, "\n%s.\n", strings.ToUpper(c.summary[:1])+c.summary[1:])
+	}
+	fmt.Fprintln(os.Stdout, "\nflags:")
+	fs.SetOutput(os.Stdout)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
+var (
+	flagUndefined = regexp.MustCompile(`^flag provided but not defined: -+(.+)$`)
+	flagNoValue   = regexp.MustCompile(`^flag needs an argument: -+(.+)$`)
+	flagBadValue  = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-+([^:]+): (.*)$`)
+)
+
+// flagError says what the flag package found wrong with the arguments in the words of the
+// command line (--name), with the nearest defined flag for a typo.
+func flagError(fs *flag.FlagSet, err error) error {
+	msg := err.Error()
+	if m := flagUndefined.FindStringSubmatch(msg); m != nil {
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		why := "unknown flag --" + m[1]
+		if near := pipelines.Nearest(m[1], names); near != "" {
+			why += "; did you mean --" + near + "?"
+		} else {
+			why += fmt.Sprintf(" (reignpipe %s --help lists the flags)", fs.Name())
+		}
+		return usageError(fs.Name(), why)
+	}
+	if m := flagNoValue.FindStringSubmatch(msg); m != nil {
+		return usageError(fs.Name(), "--"+m[1]+" needs a value")
+	}
+	if m := flagBadValue.FindStringSubmatch(msg); m != nil {
+		why := fmt.Sprintf("--%s: %q is not %s", m[2], m[1], flagKind(fs.Lookup(m[2])))
+		if m[3] != "parse error" && m[3] != "value out of range" {
+			why = fmt.Sprintf("--%s %q: %s", m[2], m[1], m[3]) // the flag's own reason
+		}
+		return usageError(fs.Name(), why)
+	}
+	return usageError(fs.Name(), msg)
+}
+
+// flagKind names the value a flag takes, from the flag package's value types.
+func flagKind(f *flag.Flag) string {
+	if f == nil {
+		return "a value it takes"
+	}
+	switch t := fmt.Sprintf("%T", f.Value); {
+	case strings.Contains(t, "duration"):
+		return "a duration like 5s or 2m"
+	case strings.Contains(t, "bool"):
+		return "true or false"
+	case strings.Contains(t, "uint"):
+		return "a whole number >= 0"
+	case strings.Contains(t, "int"):
+		return "a whole number"
+	case strings.Contains(t, "float"):
+		return "a number"
+	}
+	return "a value it takes"
 }
 
 func wantsHelp(args []string) bool {

@@ -39,5 +39,8 @@ func cmdMaterialize(ctx context.Context, args []string) error {
 	if sum != nil {
 		os.Stdout.Write(sum.JSON())
 	}
+	if err == nil && sum != nil && sum.Stopped == "interrupted" {
+		return errInterrupted // the cache is not caught up: not the same as done
+	}
 	return err
 }

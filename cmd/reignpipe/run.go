@@ -47,11 +47,14 @@ func cmdRun(ctx context.Context, args []string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	_, err = run(ctx, cfg, *fromScratch)
+	sum, err := run(ctx, cfg, *fromScratch)
 	if *memProfile != "" {
 		if perr := writeHeapProfile(*memProfile); err == nil {
 			err = perr
 		}
+	}
+	if err == nil && sum != nil && sum.Stopped == "interrupted" {
+		return errInterrupted // drained and committed, but not complete: a distinct exit code
 	}
 	return err
 }
