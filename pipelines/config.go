@@ -385,6 +385,47 @@ func (g GNConfig) ModelPaths() (model, tokenizer string) {
 	return model, tokenizer
 }
 
+// CheckFiles says, in the pipeline file's terms, which GN file is missing: a gn.name that was
+// never fetched (with the fetched ones, and the nearest), or a gn.model or gn.tokenizer path
+// that does not exist.
+func (g GNConfig) CheckFiles() error {
+	model, tok := g.ModelPaths()
+	for _, f := range []struct{ key, set, path string }{{"gn.model", g.Model, model}, {"gn.tokenizer", g.Tokenizer, tok}} {
+		if exists(f.path) {
+			continue
+		}
+		if f.set != "" {
+			return fmt.Errorf("%s: %s does not exist", f.key, f.path)
+		}
+		if g.Optimized {
+			return fmt.Errorf("gn.optimized: %s does not exist: make gn-optimized writes it", f.path)
+		}
+		msg := fmt.Sprintf("gn.name: the GN %q is not fetched (%s does not exist)", g.Name, f.path)
+		if fetched := fetchedGNs(); len(fetched) > 0 {
+			if near := Nearest(g.Name, fetched); near != "" {
+				msg += "; did you mean " + near + "?"
+			} else {
+				msg += "; fetched: " + strings.Join(fetched, ", ")
+			}
+		}
+		if !strings.HasSuffix(msg, "?") {
+			msg += "."
+		}
+		return errors.New(msg + " ops/fetch (make fetch) downloads the GNs reignpipe knows; for another model set gn.model and gn.tokenizer")
+	}
+	return nil
+}
+
+// fetchedGNs are the GN names with a model under REIGNPIPE_HOME/gn.
+func fetchedGNs() []string {
+	m, _ := filepath.Glob(filepath.Join(Home(), "gn", "*", "model.onnx"))
+	names := make([]string, 0, len(m))
+	for _, p := range m {
+		names = append(names, filepath.Base(filepath.Dir(p)))
+	}
+	return names
+}
+
 // LibraryPath resolves the ORT library for the CPU provider; see LibraryFor.
 func (r RuntimeConfig) LibraryPath() (string, error) { return r.LibraryFor("cpu") }
 
@@ -393,9 +434,15 @@ func (r RuntimeConfig) LibraryPath() (string, error) { return r.LibraryFor("cpu"
 // cuda:N, since the CPU build cannot run CUDA and the GPU build is 340 MB more to fetch.
 func (r RuntimeConfig) LibraryFor(provider string) (string, error) {
 	if r.ORTLibrary != "" {
+		if !exists(r.ORTLibrary) {
+			return r.ORTLibrary, fmt.Errorf("runtime.ort_library: %s does not exist (leave the key out to use the library ops/fetch puts under %s/ort)", r.ORTLibrary, Home())
+		}
 		return r.ORTLibrary, nil
 	}
 	if p := os.Getenv("REIGNPIPE_ORT_LIB"); p != "" {
+		if !exists(p) {
+			return p, fmt.Errorf("REIGNPIPE_ORT_LIB=%s: the file does not exist (unset it to use the library ops/fetch puts under %s/ort)", p, Home())
+		}
 		return p, nil
 	}
 	if strings.HasPrefix(provider, "cuda:") {

@@ -259,3 +259,48 @@ func TestGNOptimized(t *testing.T) {
 		t.Fatalf("default model %s", m)
 	}
 }
+
+// A GN file that is not there is named by the key it comes from, with the fetched GNs (and
+// the nearest) when gn.name was never fetched.
+func TestGNFilesMissing(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("REIGNPIPE_HOME", home)
+	for _, name := range []string{"bge-small-en-v15", "all-minilm-l6-v2"} {
+		d := filepath.Join(home, "gn", name)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"model.onnx", "tokenizer.json"} {
+			if err := os.WriteFile(filepath.Join(d, f), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cases := []struct {
+		gn   GNConfig
+		want string // "" = no error
+	}{
+		{GNConfig{Name: "bge-small-en-v15"}, ""},
+		{GNConfig{Name: "bge-small-en-v1"}, `gn.name: the GN "bge-small-en-v1" is not fetched (` + filepath.Join(home, "gn", "bge-small-en-v1", "model.onnx") + ` does not exist); did you mean bge-small-en-v15? ops/fetch`},
+		{GNConfig{Name: "e5-large"}, "; fetched: all-minilm-l6-v2, bge-small-en-v15. ops/fetch (make fetch) downloads the GNs reignpipe knows"},
+		{GNConfig{Name: "x", Model: "/none/model.onnx", Tokenizer: filepath.Join(home, "gn", "bge-small-en-v15", "tokenizer.json")}, "gn.model: /none/model.onnx does not exist"},
+		{GNConfig{Name: "bge-small-en-v15", Tokenizer: "/none/tok.json"}, "gn.tokenizer: /none/tok.json does not exist"},
+	}
+	for _, c := range cases {
+		err := c.gn.CheckFiles()
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%+v: %v, want %q", c.gn, err, c.want)
+		}
+	}
+}
+
+// An ONNX Runtime library path that does not exist is named by where it was set.
+func TestLibraryMissing(t *testing.T) {
+	t.Setenv("REIGNPIPE_ORT_LIB", "/none/lib.so")
+	if _, err := (RuntimeConfig{}).LibraryFor("cpu"); err == nil || !strings.HasPrefix(err.Error(), "REIGNPIPE_ORT_LIB=/none/lib.so: the file does not exist") {
+		t.Errorf("environment: %v", err)
+	}
+	if _, err := (RuntimeConfig{ORTLibrary: "/none/lib2.so"}).LibraryFor("cpu"); err == nil || !strings.HasPrefix(err.Error(), "runtime.ort_library: /none/lib2.so does not exist") {
+		t.Errorf("runtime.ort_library: %v", err)
+	}
+}

@@ -50,7 +50,7 @@ func Expand(path string) ([]string, error) {
 	}
 	files, err := filepath.Glob(path)
 	if err != nil {
-		return nil, fmt.Errorf("multifile: pattern %q: %w", path, err)
+		return nil, fmt.Errorf("%q is not a valid glob pattern: %w", path, err)
 	}
 	sort.Strings(files)
 	return files, nil
@@ -66,7 +66,8 @@ func Open(path string, open OpenFunc) (*Source, error) {
 		return nil, err
 	}
 	if len(files) == 0 {
-		return nil, fmt.Errorf("multifile: no input file matches %q", path)
+		fi, err := os.Stat(path)
+		return nil, &NoInputError{Path: path, EmptyDir: err == nil && fi.IsDir()}
 	}
 	s := &Source{open: open, files: files, done: connectors.SourceStats{Skipped: map[string]int64{}}}
 	for _, f := range files {
@@ -75,6 +76,20 @@ func Open(path string, open OpenFunc) (*Source, error) {
 		}
 	}
 	return s, nil
+}
+
+// NoInputError is a path that names no file: nothing matches it, or it is an empty folder.
+// Its message has no package prefix: the caller names the setting the path came from.
+type NoInputError struct {
+	Path     string
+	EmptyDir bool
+}
+
+func (e *NoInputError) Error() string {
+	if e.EmptyDir {
+		return fmt.Sprintf("the folder %q holds no input files", e.Path)
+	}
+	return fmt.Sprintf("no input file matches %q", e.Path)
 }
 
 // Files are the inputs, in reading order.

@@ -8,7 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -61,6 +64,9 @@ func wikipediaSource() registry.Source {
 			return nil
 		},
 		Open: func(c registry.SourceConfig) (connectors.Source, error) {
+			if _, err := os.Stat(c.Path); errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("source.path: %q does not exist%s", c.Path, relativeHint(c.Path))
+			}
 			return wikipedia.Open(wikipedia.Options{Path: c.Path, Index: c.Index, Source: c.Name, Workers: c.Workers, MaxPageBytes: int(markupBound(c.MaxDocBytes))})
 		},
 	}
@@ -147,12 +153,37 @@ func markupBound(maxDocBytes int64) int64 {
 	return min(2*maxDocBytes, math.MaxInt32)
 }
 
-// files opens a path of per-file sources: watched, or a fixed set read once.
+// files opens a path of per-file sources: watched, or a fixed set read once. A path that
+// names no input is reported as source.path's, the key the user wrote it under.
 func files(c registry.SourceConfig, open func(string) (connectors.Source, error)) (connectors.Source, error) {
 	if c.Watch {
+		if fi, err := os.Stat(c.Path); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("source.path: %q is not a folder (source.watch: true reads the files that arrive in a folder)%s", c.Path, relativeHint(c.Path))
+		}
 		return watchdir.Open(watchdir.Options{Dir: c.Path, Pattern: c.Pattern, Open: open, StateFile: c.StateFile, Poll: c.Poll.Duration, Settle: c.Settle.Duration})
 	}
-	return multifile.Open(c.Path, open)
+	s, err := multifile.Open(c.Path, open)
+	if err != nil {
+		var none *multifile.NoInputError
+		if errors.As(err, &none) && !none.EmptyDir {
+			return nil, fmt.Errorf("source.path: %w%s", err, relativeHint(c.Path))
+		}
+		return nil, fmt.Errorf("source.path: %w", err)
+	}
+	return s, nil
+}
+
+// relativeHint says where a relative input path was looked for: the directory reignpipe runs
+// in, not the pipeline file's.
+func relativeHint(path string) string {
+	if filepath.IsAbs(path) {
+		return ""
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf(" (relative paths are read from the directory reignpipe runs in, %s)", wd)
 }
 
 func openParquet(c registry.SinkConfig, env registry.SinkEnv) (connectors.Sink, error) {

@@ -63,6 +63,9 @@ func Open(cfg *pipelines.Config, want Want) (_ *Parts, err error) {
 	// GN's identity, so it neither needs the ONNX Runtime library nor pays for a session; the
 	// registry says which aggregations run one.
 	agg, _ := components.Builtin().Aggregator(cfg.Aggregate.Type)
+	if err := cfg.GN.CheckFiles(); err != nil { // before the runtime: the commonest first-run miss
+		return nil, err
+	}
 	if want.Embed || want.Aggregator && agg.Session {
 		lib, err := cfg.LibraryPath()
 		if err != nil {

@@ -1,0 +1,52 @@
+package components
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/reignpipe/reignpipe/pipelines/registry"
+)
+
+// An input path that names nothing is reported as source.path's, in the user's words: no
+// package name, and where a relative path was looked for.
+func TestSourcePathMessages(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "feed")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	wd, _ := os.Getwd()
+	reg := Builtin()
+	cases := []struct {
+		name string
+		c    registry.SourceConfig
+		want string
+	}{
+		{"jsonl, nothing there", registry.SourceConfig{Type: "jsonl", Path: "nonexist.jsonl"},
+			`source.path: no input file matches "nonexist.jsonl" (relative paths are read from the directory reignpipe runs in, ` + wd + ")"},
+		{"jsonl, a glob matching nothing", registry.SourceConfig{Type: "jsonl", Path: filepath.Join(dir, "*.jsonl")},
+			`source.path: no input file matches "` + filepath.Join(dir, "*.jsonl") + `"`},
+		{"jsonl, an empty folder", registry.SourceConfig{Type: "jsonl", Path: empty}, `source.path: the folder "` + empty + `" holds no input files`},
+		{"uspto, nothing there", registry.SourceConfig{Type: "uspto", Path: filepath.Join(dir, "ipg*.zip")}, "source.path: no input file matches"},
+		{"watched folder missing", registry.SourceConfig{Type: "jsonl", Path: filepath.Join(dir, "inbox"), Watch: true, StateFile: filepath.Join(dir, "s.json")},
+			"source.path: \"" + filepath.Join(dir, "inbox") + "\" is not a folder (source.watch: true reads the files that arrive in a folder)"},
+		{"wikipedia dump missing", registry.SourceConfig{Type: "wikipedia", Path: filepath.Join(dir, "enwiki.xml.bz2")},
+			`source.path: "` + filepath.Join(dir, "enwiki.xml.bz2") + `" does not exist`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			typ, _ := reg.Source(c.c.Type)
+			_, err := typ.Open(c.c)
+			if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+				t.Fatalf("%v\nwant %q", err, c.want)
+			}
+			for _, pkg := range []string{"multifile:", "watchdir:", "wikipedia:", "jsonl:"} {
+				if strings.Contains(err.Error(), pkg) {
+					t.Fatalf("%v names a package", err)
+				}
+			}
+		})
+	}
+}
