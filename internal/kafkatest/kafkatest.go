@@ -19,7 +19,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -34,7 +33,7 @@ func Brokers(t testing.TB) string {
 	if addr == "" {
 		testenv.Missing(t, "REIGNPIPE_KAFKA_BROKERS not set: integration tests against a real Kafka broker run under make test")
 	}
-	lock.acquire(t, addr, syscall.LOCK_SH)
+	lock.Acquire(t, addr, syscall.LOCK_SH)
 	return addr
 }
 
@@ -65,13 +64,16 @@ func Restart(t testing.TB) { disrupt(t, "restart") }
 // started again when the test ends, so a test cannot leave it down for the others.
 func Kill(t testing.TB) { disrupt(t, "kill") }
 
+// lock is held shared by every test using the broker and exclusively by one taking it down.
+var lock = testenv.NewServerLock("kafka")
+
 // Start starts the broker if it is not running (after Kill) and waits until it serves.
 func Start(t testing.TB) { disrupt(t, "start") }
 
 func disrupt(t testing.TB, verb string) {
 	t.Helper()
 	addr := Brokers(t)
-	lock.acquire(t, addr, syscall.LOCK_EX)
+	lock.Acquire(t, addr, syscall.LOCK_EX)
 	if verb != "start" {
 		// Registered after the cleanup that releases the lock, so it runs first: the broker is
 		// up again before another test may use it. A start on a running broker costs nothing.
@@ -131,114 +133,4 @@ func run(addr string, args ...string) ([]byte, error) {
 		cmd.Env = append(cmd.Env, "REIGNPIPE_KAFKA_PORT="+port)
 	}
 	return cmd.CombinedOutput()
-}
-
-// brokerLock is one flock per test process on a file named after the broker, plus the
-// bookkeeping that lets the process's own tests share it. A subtest may take the lock
-// exclusively while its parents hold it shared: they are waiting for it in t.Run.
-type brokerLock struct {
-	mu      sync.Mutex
-	changed *sync.Cond
-	f       *os.File
-	held    int            // flock mode held on f: 0, LOCK_SH or LOCK_EX
-	holders map[string]int // test name -> mode it asked for
-}
-
-var lock = newBrokerLock()
-
-func newBrokerLock() *brokerLock {
-	l := &brokerLock{holders: map[string]int{}}
-	l.changed = sync.NewCond(&l.mu)
-	return l
-}
-
-func (l *brokerLock) acquire(t testing.TB, addr string, mode int) {
-	t.Helper()
-	name := t.Name()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	cur, had := l.holders[name]
-	if cur >= mode {
-		return
-	}
-	for !l.compatible(name, mode) {
-		l.changed.Wait()
-	}
-	if l.f == nil {
-		f, err := openLockFile(addr)
-		if err != nil {
-			t.Fatalf("kafkatest: %v", err)
-		}
-		l.f = f
-	}
-	l.holders[name] = mode
-	if err := l.sync(); err != nil {
-		if had {
-			l.holders[name] = cur
-		} else {
-			delete(l.holders, name)
-		}
-		t.Fatalf("kafkatest: locking the broker: %v", err)
-	}
-	if !had {
-		t.Cleanup(func() { l.release(t, name) })
-	}
-}
-
-func (l *brokerLock) release(t testing.TB, name string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.holders, name)
-	if err := l.sync(); err != nil {
-		t.Errorf("kafkatest: unlocking the broker: %v", err)
-	}
-	l.changed.Broadcast()
-}
-
-// compatible: nobody but the test's own parents may hold the lock when it wants it
-// exclusively, and nobody else may hold it exclusively when it wants to share it.
-func (l *brokerLock) compatible(name string, mode int) bool {
-	for h, m := range l.holders {
-		if h == name || strings.HasPrefix(name, h+"/") {
-			continue
-		}
-		if mode == syscall.LOCK_EX || m == syscall.LOCK_EX {
-			return false
-		}
-	}
-	return true
-}
-
-// sync makes the flock match the strongest mode any test of this process holds.
-func (l *brokerLock) sync() error {
-	want := 0
-	for _, m := range l.holders {
-		if m == syscall.LOCK_EX || want == 0 {
-			want = m
-		}
-	}
-	if want == l.held {
-		return nil
-	}
-	op := want
-	if want == 0 {
-		op = syscall.LOCK_UN
-	}
-	for {
-		err := syscall.Flock(int(l.f.Fd()), op)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		l.held = want
-		return nil
-	}
-}
-
-func openLockFile(addr string) (*os.File, error) {
-	// Per user: another user's file in a sticky /tmp may not be openable.
-	name := fmt.Sprintf("reignpipe-kafka-tests-%d-%s.lock", os.Getuid(), unsafeTopicChars.ReplaceAllString(addr, "_"))
-	return os.OpenFile(filepath.Join(os.TempDir(), name), os.O_RDONLY|os.O_CREATE, 0o644)
 }

@@ -5,12 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -130,82 +127,4 @@ func TestTopicNames(t *testing.T) {
 	if !strings.HasPrefix(a, "x_y_z-") || unsafeTopicChars.MatchString(a) {
 		t.Fatalf("topic %q: want the prefix x_y_z- and only characters Kafka accepts", a)
 	}
-}
-
-// otherProcess reports whether a separate open of the lock file, standing for another test
-// process, can take it in the given mode right now.
-func otherProcess(t *testing.T, addr string, mode int) bool {
-	t.Helper()
-	f, err := openLockFile(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	err = syscall.Flock(int(f.Fd()), mode|syscall.LOCK_NB)
-	if err == syscall.EWOULDBLOCK {
-		return false
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return true
-}
-
-func testLock(t *testing.T) (*brokerLock, string) {
-	addr := "lock-" + Topic(t, t.Name())
-	f, err := openLockFile(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	t.Cleanup(func() { os.Remove(f.Name()) })
-	return newBrokerLock(), addr
-}
-
-func TestLockAcrossProcesses(t *testing.T) {
-	l, addr := testLock(t)
-	t.Run("shared", func(t *testing.T) {
-		l.acquire(t, addr, syscall.LOCK_SH)
-		if !otherProcess(t, addr, syscall.LOCK_SH) || otherProcess(t, addr, syscall.LOCK_EX) {
-			t.Fatal("while shared here, another process must share the lock but not own it")
-		}
-		// A subtest takes over from its parent, which waits for it in t.Run.
-		t.Run("exclusive", func(t *testing.T) {
-			l.acquire(t, addr, syscall.LOCK_EX)
-			if otherProcess(t, addr, syscall.LOCK_SH) {
-				t.Fatal("while exclusive here, another process shared the lock")
-			}
-		})
-		if !otherProcess(t, addr, syscall.LOCK_SH) || otherProcess(t, addr, syscall.LOCK_EX) {
-			t.Fatal("after the subtest, the parent must hold the lock shared again")
-		}
-	})
-	if !otherProcess(t, addr, syscall.LOCK_EX) {
-		t.Fatal("the lock is still held after the tests that took it ended")
-	}
-}
-
-func TestLockWaitsForSiblings(t *testing.T) {
-	l, addr := testLock(t)
-	held, waiting := make(chan struct{}), make(chan struct{})
-	var released atomic.Bool
-	t.Run("group", func(t *testing.T) {
-		t.Run("user", func(t *testing.T) {
-			t.Parallel()
-			l.acquire(t, addr, syscall.LOCK_SH)
-			close(held)
-			<-waiting
-			time.Sleep(100 * time.Millisecond)
-			released.Store(true)
-		})
-		t.Run("disruptor", func(t *testing.T) {
-			t.Parallel()
-			<-held
-			close(waiting)
-			l.acquire(t, addr, syscall.LOCK_EX)
-			if !released.Load() {
-				t.Fatal("exclusive lock granted while a sibling test held it shared")
-			}
-		})
-	})
 }

@@ -14,14 +14,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
+
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -39,7 +38,7 @@ func DSN(t testing.TB) string {
 	if dsn == "" {
 		testenv.Missing(t, "REIGNPIPE_PG_DSN not set: integration tests against a real PostgreSQL with pgvector run under make test, which starts the server (ops/with-postgres; by hand: ops/with-postgres go test ./...)")
 	}
-	lock.acquire(t, dsn, syscall.LOCK_SH)
+	lock.Acquire(t, serverKey(dsn), syscall.LOCK_SH)
 	return dsn
 }
 
@@ -115,7 +114,7 @@ func Start(t testing.TB) { disrupt(t, "start") }
 func disrupt(t testing.TB, verb string) {
 	t.Helper()
 	dsn := DSN(t)
-	lock.acquire(t, dsn, syscall.LOCK_EX)
+	lock.Acquire(t, serverKey(dsn), syscall.LOCK_EX)
 	if verb != "start" {
 		// Registered after the cleanup that releases the lock, so it runs first: the server is
 		// up again before another test may use it. A start on a running server costs nothing.
@@ -151,119 +150,14 @@ func run(dsn string, args ...string) ([]byte, error) {
 	return cmd.CombinedOutput()
 }
 
-// serverLock is one flock per test process on a file named after the server, plus the
-// bookkeeping that lets the process's own tests share it. A subtest may take the lock
-// exclusively while its parents hold it shared: they are waiting for it in t.Run.
-type serverLock struct {
-	mu      sync.Mutex
-	changed *sync.Cond
-	f       *os.File
-	held    int            // flock mode held on f: 0, LOCK_SH or LOCK_EX
-	holders map[string]int // test name -> mode it asked for
-}
+// lock is held shared by every test using the server and exclusively by one taking it down.
+var lock = testenv.NewServerLock("pg")
 
-var lock = newServerLock()
-
-func newServerLock() *serverLock {
-	l := &serverLock{holders: map[string]int{}}
-	l.changed = sync.NewCond(&l.mu)
-	return l
-}
-
-func (l *serverLock) acquire(t testing.TB, dsn string, mode int) {
-	t.Helper()
-	name := t.Name()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	cur, had := l.holders[name]
-	if cur >= mode {
-		return
-	}
-	for !l.compatible(name, mode) {
-		l.changed.Wait()
-	}
-	if l.f == nil {
-		f, err := openLockFile(dsn)
-		if err != nil {
-			t.Fatalf("pgtest: %v", err)
-		}
-		l.f = f
-	}
-	l.holders[name] = mode
-	if err := l.sync(); err != nil {
-		if had {
-			l.holders[name] = cur
-		} else {
-			delete(l.holders, name)
-		}
-		t.Fatalf("pgtest: locking the server: %v", err)
-	}
-	if !had {
-		t.Cleanup(func() { l.release(t, name) })
-	}
-}
-
-func (l *serverLock) release(t testing.TB, name string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.holders, name)
-	if err := l.sync(); err != nil {
-		t.Errorf("pgtest: unlocking the server: %v", err)
-	}
-	l.changed.Broadcast()
-}
-
-// compatible: nobody but the test's own parents may hold the lock when it wants it
-// exclusively, and nobody else may hold it exclusively when it wants to share it.
-func (l *serverLock) compatible(name string, mode int) bool {
-	for h, m := range l.holders {
-		if h == name || strings.HasPrefix(name, h+"/") {
-			continue
-		}
-		if mode == syscall.LOCK_EX || m == syscall.LOCK_EX {
-			return false
-		}
-	}
-	return true
-}
-
-// sync makes the flock match the strongest mode any test of this process holds.
-func (l *serverLock) sync() error {
-	want := 0
-	for _, m := range l.holders {
-		if m == syscall.LOCK_EX || want == 0 {
-			want = m
-		}
-	}
-	if want == l.held {
-		return nil
-	}
-	op := want
-	if want == 0 {
-		op = syscall.LOCK_UN
-	}
-	for {
-		err := syscall.Flock(int(l.f.Fd()), op)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		l.held = want
-		return nil
-	}
-}
-
-var unsafeFileChars = regexp.MustCompile(`[^A-Za-z0-9._-]`)
-
-func openLockFile(dsn string) (*os.File, error) {
-	// Named after the server (host and port), not the database. Per user: another user's file
-	// in a sticky /tmp may not be openable.
-	key := dsn
+// serverKey names the server a DSN points at (host and port), not the database: the lock is the
+// server's.
+func serverKey(dsn string) string {
 	if u, err := url.Parse(dsn); err == nil {
-		key = u.Host
+		return u.Host
 	}
-	name := fmt.Sprintf("reignpipe-pg-tests-%d-%s.lock", os.Getuid(), unsafeFileChars.ReplaceAllString(key, "_"))
-	return os.OpenFile(filepath.Join(os.TempDir(), name), os.O_RDONLY|os.O_CREATE, 0o644)
+	return dsn
 }
