@@ -225,8 +225,10 @@ func (r *Runner) Run(ctx context.Context) error {
 	// hardCtx ends in-flight work; it is cancelled DrainTimeout after ctx, or on a fatal error.
 	hardCtx, hardCancel := context.WithCancelCause(context.Background())
 	defer hardCancel(nil)
+	var softAt atomic.Int64 // when the soft stop came (UnixNano); 0: it did not
 	stopWatch := context.AfterFunc(ctx, func() {
-		r.opt.Logger.Info("soft stop: draining in-flight documents", "deadline", r.opt.DrainTimeout)
+		softAt.Store(time.Now().UnixNano())
+		r.opt.Logger.Info("soft stop: no new input is read; in-flight documents drain", "drain_timeout", r.opt.DrainTimeout)
 		t := time.AfterFunc(r.opt.DrainTimeout, func() { hardCancel(errHardStop) })
 		context.AfterFunc(hardCtx, func() { t.Stop() })
 	})
@@ -310,10 +312,38 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 	}
 	wg.Wait()
+	r.logStop(context.Cause(hardCtx), fatal, softAt.Load())
 	if fatal != nil {
 		return fatal
 	}
 	return sourceErr
+}
+
+// logStop says how the run ended when it left documents unacknowledged, and what cut it short:
+// the drain deadline (the hard stop), a fatal error, or nothing -- a soft stop that drained,
+// leaving only the documents that had not reached the GN, which is not a hard stop and is not
+// reported as one. hardCause is the hard context's cause (nil when it was not cancelled).
+func (r *Runner) logStop(hardCause, fatal error, softAt int64) {
+	n := r.C.Abandoned.Load()
+	var after time.Duration
+	if softAt != 0 {
+		after = time.Since(time.Unix(0, softAt)).Round(100 * time.Millisecond)
+	}
+	const rereads = "they are not acknowledged, and the next run reads them again"
+	switch {
+	case errors.Is(hardCause, errHardStop):
+		r.opt.Logger.Warn("hard stop: run.drain_timeout passed before the in-flight documents were done; "+rereads,
+			"abandoned", n, "drain_timeout", r.opt.DrainTimeout, "after", after)
+	case fatal != nil:
+		if n > 0 {
+			r.opt.Logger.Warn("the run failed with documents in flight; "+rereads, "abandoned", n, "err", fatal)
+		}
+	case softAt != 0:
+		r.opt.Logger.Info("soft stop: drained; the documents that had not reached the GN are left for the next run",
+			"after", after, "left", n, "drain_timeout", r.opt.DrainTimeout)
+	case n > 0:
+		r.opt.Logger.Warn("documents left in flight; "+rereads, "abandoned", n)
+	}
 }
 
 func (r *Runner) read(ctx context.Context, out chan<- *item) error {

@@ -85,14 +85,9 @@ func (r *Runner) write(ctx context.Context, done <-chan *item) (err error) {
 		select {
 		case it, ok := <-done:
 			if !ok {
-				if err := commit(); err != nil {
-					return err
-				}
-				if r.C.Abandoned.Load() > 0 {
-					r.opt.Logger.Warn("hard stop: in-flight documents abandoned; the next run reads them again",
-						"abandoned", r.C.Abandoned.Load())
-				}
-				return nil
+				// How the run stopped, and what it left, is Run's to say (logStop): only it
+				// knows whether the drain deadline passed.
+				return commit()
 			}
 			r.C.ProcessedDocs.Add(1)
 			r.C.InFlight.Add(-1)
