@@ -10,12 +10,14 @@ import (
 	"fmt"
 	"math/big"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/reignpipe/reignpipe/internal/kafkatest"
+	"github.com/reignpipe/reignpipe/internal/testenv"
 	"github.com/reignpipe/reignpipe/pipelines"
 )
 
@@ -66,7 +68,7 @@ func otherCA(t *testing.T) string {
 
 // TestStagesSecure: ingest and process run over the broker's TLS + SASL/SCRAM-SHA-512 listener,
 // configured with transport.kafka.tls and .sasl (password from the environment), and give the
-// embedded run's vectors. A CA that did not sign the broker's certificate, or a wrong password,
+// embedded run's vectors, which kafka-python reads over the same listener. A CA that did not sign the broker's certificate, or a wrong password,
 // stops a stage within seconds with a message that names the key to fix.
 func TestStagesSecure(t *testing.T) {
 	s := newStageSetup(t)
@@ -86,6 +88,22 @@ func TestStagesSecure(t *testing.T) {
 	stop(t, "process", process)
 	assertSameVectors(t, want, got)
 	t.Logf("ingest + process over TLS + SCRAM-SHA-512: %d documents in %v", len(got), time.Since(start).Round(time.Millisecond))
+
+	// kafka-python reads the vector topic over the same listener, as ops/DISTRIBUTED.md shows.
+	py := testenv.Python(t, "kafka", "zstandard")
+	read := exec.Command(py, "-c", `
+import sys
+from kafka import KafkaConsumer
+b, topic, ca, user, pw = sys.argv[1:]
+c = KafkaConsumer(topic, bootstrap_servers=b, security_protocol="SASL_SSL", ssl_cafile=ca,
+                  sasl_mechanism="SCRAM-SHA-512", sasl_plain_username=user, sasl_plain_password=pw,
+                  auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=15000)
+print(len({r.key for r in c}))
+`, sec.Brokers, s.topics+".vectors", sec.CAFile, sec.User, sec.Password)
+	out, err := read.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != fmt.Sprint(len(ids)) {
+		t.Fatalf("kafka-python over SASL_SSL read %s keys (%v), want %d", strings.TrimSpace(string(out)), err, len(ids))
+	}
 
 	cases := []struct {
 		name, ca, password string

@@ -66,8 +66,9 @@ func TestSecureRoundTrip(t *testing.T) {
 }
 
 // A client that must not get in (a CA that did not sign the broker's certificate, a wrong
-// password, an unknown user) fails at once, with what is wrong, on every path a stage takes:
-// creating topics, producing, consuming. None is retried as a transient failure.
+// password, an unknown user, another server name, no TLS at all) fails at once, with what is
+// wrong, on every path a stage takes: creating topics, producing, consuming. None is retried
+// as a transient failure.
 func TestSecureRefusalsFailFast(t *testing.T) {
 	good, s := secureConfig(t)
 	topic := newTopic(t, good, 1)
@@ -81,6 +82,7 @@ func TestSecureRefusalsFailFast(t *testing.T) {
 		{"wrong password", func(c *ClientConfig) { c.SASL.Password = s.Password + "x" }, "SASL Authentication Failed"},
 		{"unknown user", func(c *ClientConfig) { c.SASL.Username = "nobody" }, "SASL Authentication Failed"},
 		{"wrong server name", func(c *ClientConfig) { c.TLS = &TLSConfig{CAFile: s.CAFile, ServerName: "kafka.example"} }, "certificate is valid for localhost"},
+		{"plaintext client", func(c *ClientConfig) { c.TLS, c.SASL = nil, nil }, "broker appears to be expecting TLS"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
