@@ -134,7 +134,9 @@ type Counters struct {
 	Resumed       atomic.Int64 // inputs skipped because a previous run committed them
 	DocsWritten   atomic.Int64 // committed: durable in every sink and acked
 	DocsFailed    atomic.Int64 // dead-lettered
-	Windows       atomic.Int64
+	Windows       atomic.Int64 // windows cut (and looked up in the cache)
+	WindowsDone   atomic.Int64 // windows with their embedding: from the cache, the GN or a shared pass
+	GNDone        atomic.Int64 // windows the GN has embedded
 	Tokens        atomic.Int64
 	CacheHits     atomic.Int64
 	CacheCorrupt  atomic.Int64 // cached windows found damaged and embedded again
@@ -461,6 +463,7 @@ func (r *Runner) embed(ctx context.Context, it *item, deliver func(*item)) {
 		}
 		if hit {
 			r.C.CacheHits.Add(1)
+			r.C.WindowsDone.Add(1)
 			continue
 		}
 		// A miss is stored by the writer whether it led the flight or waited on it: if the
@@ -471,6 +474,8 @@ func (r *Runner) embed(ctx context.Context, it *item, deliver func(*item)) {
 		lead := r.flights.join(key, it, it.emb[i], func(err error) {
 			if err != nil {
 				r.failGN(ctx, it, fmt.Errorf("GN on window %d (an identical window in flight): %w", idx, err))
+			} else {
+				r.C.WindowsDone.Add(1)
 			}
 			finish()
 		})
@@ -481,6 +486,10 @@ func (r *Runner) embed(ctx context.Context, it *item, deliver func(*item)) {
 		it.leads = append(it.leads, key)
 		r.C.GNWindows.Add(1)
 		err = r.parts.Embedder.Submit(ctx, it.windows[i], it.emb[i], func(err error) {
+			if err == nil {
+				r.C.GNDone.Add(1)
+				r.C.WindowsDone.Add(1)
+			}
 			r.flights.land(key, err)
 			if err != nil {
 				r.failGN(ctx, it, fmt.Errorf("GN on window %d: %w", idx, err))
