@@ -259,6 +259,9 @@ func Open(opts Options) (*Cache, error) {
 	}
 	db, err := pebble.Open(filepath.Join(opts.Dir, "index"), popts)
 	if err != nil {
+		if err = inUse(opts.Dir, err); errors.As(err, new(*InUseError)) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("shardcache: open index: %w", err)
 	}
 	c.db = db
