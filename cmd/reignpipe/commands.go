@@ -30,7 +30,7 @@ func commands() []command {
 		{name: "run", summary: "run a pipeline in this process (embedded mode)",
 			synopsis: "[--from-scratch] [--input PATH] [--log-format text|json] PIPELINE.yaml", run: cmdRun},
 		{name: "stage", summary: "run one stage of a pipeline against Kafka (distributed mode)",
-			synopsis: "ingest|embed|aggregate|process|replica [--idle-exit D] [--cache-dir D] [--metrics-addr A] [--replica-max-lag N] [--from-scratch] [--log-format text|json] PIPELINE.yaml", run: cmdStage},
+			synopsis: "ingest|embed|aggregate|process|replica [--idle-exit D] [--cache-dir D] [--metrics-addr A] [--replica-max-lag N] [--replica-checkpoint-every N] [--from-scratch] [--log-format text|json] PIPELINE.yaml", run: cmdStage},
 		{name: "materialize", summary: "catch a chunk cache up to the cluster's chunk store on Kafka (<topics>.windows, .manifests) and exit",
 			synopsis: "[--cache-dir D] [--log-format text|json] PIPELINE.yaml", run: cmdMaterialize},
 		{name: "eval", summary: "BM25, GN truncated, GN mean-pool and REIGN on a benchmark",

@@ -16,6 +16,7 @@ type stageFlags struct {
 	metricsAddr string
 	fromScratch bool
 	maxLag      int64
+	ckptEvery   int
 }
 
 func cmdStage(ctx context.Context, args []string) error {
@@ -26,6 +27,7 @@ func cmdStage(ctx context.Context, args []string) error {
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "override run.metrics_addr (one port per process)")
 	fs.BoolVar(&f.fromScratch, "from-scratch", false, "ingest: forget the source checkpoint")
 	fs.Int64Var(&f.maxLag, "replica-max-lag", launch.DefaultReplicaMaxLag, "embed, process: store records the chunk cache replica may be behind when the worker joins its consumer group")
+	fs.IntVar(&f.ckptEvery, "replica-checkpoint-every", 0, "embed, process, replica: store records applied between two checkpoints of the chunk cache replica (default 100000, and every 2s); lower makes a killed restore resume closer to where it stopped")
 	logFormat := fs.String("log-format", "text", "text or json")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -50,7 +52,7 @@ func cmdStage(ctx context.Context, args []string) error {
 	if f.metricsAddr != "" {
 		cfg.Run.MetricsAddr = f.metricsAddr
 	}
-	sum, err := launch.Stage(ctx, cfg, pos[0], launch.StageOptions{IdleExit: f.idleExit, FromScratch: f.fromScratch, ReplicaMaxLag: f.maxLag})
+	sum, err := launch.Stage(ctx, cfg, pos[0], launch.StageOptions{IdleExit: f.idleExit, FromScratch: f.fromScratch, ReplicaMaxLag: f.maxLag, ReplicaCheckpointEvery: f.ckptEvery})
 	if sum != nil {
 		os.Stdout.Write(sum.JSON())
 	}

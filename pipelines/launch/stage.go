@@ -51,6 +51,11 @@ type StageOptions struct {
 	// ReplicaMaxLag (embed, process): records the chunk store replica may still be behind
 	// when the worker joins the consumer group; 0 means DefaultReplicaMaxLag, < 0 none.
 	ReplicaMaxLag int64
+	// ReplicaCheckpointEvery (embed, process, replica): store records applied between two
+	// flushes of the replica and its checkpoint, besides the one every 2 seconds; 0 means
+	// replica.DefaultFlushRecords. Lower makes a long restore that is killed resume closer to
+	// where it stopped, at the cost of smaller shards.
+	ReplicaCheckpointEvery int
 }
 
 // Summary is a stage's outcome, as the JSON line a command prints.
@@ -89,7 +94,7 @@ func Stage(ctx context.Context, cfg *pipelines.Config, name string, o StageOptio
 	// embed and process: the embedded runner with a Kafka source, its cache a replica of the
 	// cluster's chunk store (store.go); the consumer joins the group once the replica caught up.
 	var cons atomic.Pointer[kafkaclient.Consumer]
-	sw := &storeWorker{e: e, maxLag: o.ReplicaMaxLag}
+	sw := &storeWorker{e: e, maxLag: o.ReplicaMaxLag, flushRecords: o.ReplicaCheckpointEvery}
 	if sw.maxLag == 0 {
 		sw.maxLag = DefaultReplicaMaxLag
 	}

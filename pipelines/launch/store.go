@@ -60,8 +60,9 @@ func (e *stageEnv) storeProducers() (windows, manifests *kafkaclient.Producer, e
 // storeWorker is an embed worker's side of the store: the follower that keeps its cache a
 // replica, and the publisher its runner writes through.
 type storeWorker struct {
-	e        *stageEnv
-	maxLag   int64
+	e            *stageEnv
+	maxLag       int64
+	flushRecords int
 	follower *replica.Follower
 	pub      *replica.Publisher
 	ordered  *replica.OrderedChunkSink
@@ -71,7 +72,8 @@ type storeWorker struct {
 // through the cache.
 func (w *storeWorker) attach(ctx context.Context, c *shardcache.Cache) (embedded.ChunkCache, func() error, func() any, error) {
 	f, err := replica.Start(ctx, replica.Options{
-		Client: w.e.client, Topics: storeTopics(w.e.cfg.Transport.Kafka), Cache: c, Space: cacheSpace(c), Dir: w.e.cfg.Cache.Dir, Logger: w.e.log,
+		Client: w.e.client, Topics: storeTopics(w.e.cfg.Transport.Kafka), Cache: c, Space: cacheSpace(c), Dir: w.e.cfg.Cache.Dir,
+		FlushRecords: w.flushRecords, Logger: w.e.log,
 	})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("chunk store replica: %w", err)
@@ -151,19 +153,19 @@ type MaterializeSummary struct {
 // the store topics up to the end offsets taken at its start, flushes, writes the checkpoint and
 // returns. reaggregate, train, eval and verify then read the directory as any chunk cache.
 func Materialize(ctx context.Context, cfg *pipelines.Config) (*MaterializeSummary, error) {
-	return followStore(ctx, cfg, true, 0)
+	return followStore(ctx, cfg, true, 0, 0)
 }
 
 // replicaStage is `stage replica`: a store kept in step with the topics until stopped.
 func (e *stageEnv) replicaStage(ctx context.Context, o StageOptions) (Summary, error) {
-	sum, err := followStore(ctx, e.cfg, false, o.IdleExit)
+	sum, err := followStore(ctx, e.cfg, false, o.IdleExit, o.ReplicaCheckpointEvery)
 	if sum == nil {
 		return nil, err
 	}
 	return sum, err
 }
 
-func followStore(ctx context.Context, cfg *pipelines.Config, once bool, idleExit time.Duration) (*MaterializeSummary, error) {
+func followStore(ctx context.Context, cfg *pipelines.Config, once bool, idleExit time.Duration, flushRecords int) (*MaterializeSummary, error) {
 	log := slog.Default().With("replica", cfg.Cache.Dir)
 	client, err := kafkaClient(cfg.Transport.Kafka)
 	if err != nil {
@@ -177,7 +179,8 @@ func followStore(ctx context.Context, cfg *pipelines.Config, once bool, idleExit
 	defer pp.Close()
 	start := time.Now()
 	f, err := replica.Start(ctx, replica.Options{
-		Client: client, Topics: storeTopics(cfg.Transport.Kafka), Cache: pp.Cache, Space: cacheSpace(pp.Cache), Dir: cfg.Cache.Dir, Logger: log,
+		Client: client, Topics: storeTopics(cfg.Transport.Kafka), Cache: pp.Cache, Space: cacheSpace(pp.Cache), Dir: cfg.Cache.Dir,
+		FlushRecords: flushRecords, Logger: log,
 	})
 	if err != nil {
 		return nil, err

@@ -47,7 +47,7 @@ type Options struct {
 	// Dir is the cache directory, where the checkpoint file lives.
 	Dir string
 	// FlushInterval bounds how long applied records wait before the cache is flushed and the
-	// checkpoint written (default 2 s); FlushRecords bounds how many (default 100 000).
+	// checkpoint written (default 2 s); FlushRecords bounds how many (DefaultFlushRecords).
 	FlushInterval time.Duration
 	FlushRecords  int
 	// MaxPendingManifests bounds the manifests read but held until the windows they name are
@@ -69,6 +69,9 @@ type Stats struct {
 	Flushes          int64 `json:"flushes"`
 	Lag              int64 `json:"lag"` // records behind the end offsets last asked for
 }
+
+// DefaultFlushRecords is Options.FlushRecords when left 0.
+const DefaultFlushRecords = 100_000
 
 type pendingManifest struct {
 	tp  kafkaclient.TP
@@ -104,7 +107,7 @@ func Start(ctx context.Context, o Options) (*Follower, error) {
 		o.FlushInterval = 2 * time.Second
 	}
 	if o.FlushRecords <= 0 {
-		o.FlushRecords = 100_000
+		o.FlushRecords = DefaultFlushRecords
 	}
 	if o.MaxPendingManifests <= 0 {
 		o.MaxPendingManifests = 4096
