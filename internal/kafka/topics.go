@@ -102,6 +102,7 @@ func EnsureTopics(ctx context.Context, cfg ClientConfig, specs ...TopicSpec) err
 	sort.Strings(names)
 
 	created, checked := false, false
+	started, lastLog := time.Now(), time.Time{}
 	for attempt := 1; ; attempt++ {
 		missing, leaderless, err := describeTopics(ctx, client, names, byName, !created)
 		if err == nil && len(missing) == 0 && len(leaderless) == 0 {
@@ -122,8 +123,9 @@ func EnsureTopics(ctx context.Context, cfg ClientConfig, specs ...TopicSpec) err
 		if err == nil {
 			err = fmt.Errorf("topics %v have no leader yet", append(missing, leaderless...))
 		}
+		retryLog(ctx, rc.brokers, err, started, &lastLog)
 		if !sleep(ctx, backoff(attempt)) {
-			return fmt.Errorf("kafka: ensuring topics %v: %w (last error: %v)", names, ctx.Err(), err)
+			return gaveUp(ctx, rc.brokers, fmt.Sprintf("ensuring topics %v", names), started, err)
 		}
 	}
 }
