@@ -57,15 +57,16 @@ func retryLog(ctx context.Context, brokers []string, err error, started time.Tim
 	slog.Warn(fmt.Sprintf("the Kafka cluster at %s is not ready: %s%s", strings.Join(brokers, ","), plainErr(err), left))
 }
 
-// gaveUpError ends a wait for the cluster; it wraps ctx's error, so a caller still tells a
-// deadline from a cancel (an interrupt).
+// gaveUpError ends a wait for the cluster. It wraps ctx's error, so a caller still tells a
+// deadline from a cancel (an interrupt), and the last attempt's, which callers explain further
+// (a listener that keeps closing the connection wants SASL: pipelines/launch).
 type gaveUpError struct {
-	msg   string
-	cause error
+	msg          string
+	ctxErr, last error
 }
 
-func (e *gaveUpError) Error() string { return e.msg }
-func (e *gaveUpError) Unwrap() error { return e.cause }
+func (e *gaveUpError) Error() string   { return e.msg }
+func (e *gaveUpError) Unwrap() []error { return []error{e.ctxErr, e.last} }
 
 // gaveUp is the error a wait for the cluster ends with when ctx ends first; what is the work
 // that waited ("ensuring topics [a b]"), last the last attempt's error.
@@ -82,5 +83,5 @@ func gaveUp(ctx context.Context, brokers []string, what string, started time.Tim
 	default:
 		msg = fmt.Sprintf("%s on the Kafka brokers at %s (transport.kafka.brokers) did not finish in %s: %s", what, addrs, waited, plainErr(last))
 	}
-	return &gaveUpError{msg: msg, cause: ctx.Err()}
+	return &gaveUpError{msg: msg, ctxErr: ctx.Err(), last: last}
 }

@@ -68,6 +68,10 @@ func TestUnreachableBrokersAreReported(t *testing.T) {
 			if strings.Contains(err.Error(), "kafka.(*") || strings.Contains(err.Error(), "context canceled") {
 				t.Fatalf("%v speaks Go", err)
 			}
+			var op *net.OpError
+			if !errors.As(err, &op) { // the last attempt's error is still there for callers to explain
+				t.Fatalf("%v does not wrap the dial error", err)
+			}
 			if el := time.Since(start); el > 10*time.Second {
 				t.Fatalf("gave up after %v", el)
 			}
