@@ -13,8 +13,8 @@ import (
 func cmdNeighbors(w io.Writer, args []string) error {
 	fs := newFlagSet("neighbors", args)
 	dir := fs.String("vectors", "", "vector sink directory (parquet or jsonl parts)")
-	doc := fs.String("doc", "", "document id, e.g. enwiki:12")
-	title := fs.String("title", "", "document title (used when --doc is empty; default: the first document)")
+	doc := fs.String("doc", "", "document id, e.g. enwiki:12; the source prefix may be left out when only one source has the id")
+	title := fs.String("title", "", "document title, matched ignoring case, whole or else in part (used when --doc is empty; default: the first document)")
 	k := fs.Int("k", 5, "number of neighbours")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
