@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -123,6 +124,9 @@ type RunConfig struct {
 // from the environment before parsing; REIGNPIPE_HOME defaults to ~/.cache/reignpipe.
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, noPipelineFile(path)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -132,6 +136,12 @@ func Load(path string) (*Config, error) {
 	}
 	return c, nil
 }
+
+// noPipelineFile is a pipeline file that is not there (errors.Is fs.ErrNotExist).
+type noPipelineFile string
+
+func (p noPipelineFile) Error() string { return "no pipeline file " + string(p) }
+func (p noPipelineFile) Unwrap() error { return fs.ErrNotExist }
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
 

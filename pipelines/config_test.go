@@ -139,7 +139,7 @@ func TestFieldErrorUnwraps(t *testing.T) {
 	if !errors.As(err, &fe) || fe.Path != "chunking.s" || fe.Line != 10 {
 		t.Fatalf("got %v", err)
 	}
-	if _, err := Load(filepath.Join(t.TempDir(), "none.yaml")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := Load(filepath.Join(t.TempDir(), "none.yaml")); !errors.Is(err, os.ErrNotExist) || !strings.HasPrefix(err.Error(), "no pipeline file ") {
 		t.Fatalf("missing file: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/reaggregate"
@@ -27,9 +28,16 @@ func cmdReaggregate(ctx context.Context, args []string) error {
 		return err
 	}
 	if *checkpoint != "" {
+		if fi, err := os.Stat(*checkpoint); err != nil || !fi.IsDir() {
+			return usageError("reaggregate", fmt.Sprintf("--checkpoint %s is not a folder (a REIGN checkpoint: config.json and model.safetensors, "+
+				"as reignpipe train --out DIR writes; ops/checkpoints holds the committed ones)", *checkpoint))
+		}
 		cfg.Aggregate.Type, cfg.Aggregate.Checkpoint = "reign", *checkpoint
 	}
 	sum, err := reaggregate.Run(ctx, cfg, *out)
+	if err != nil && sum.Documents == 0 {
+		return err // nothing was read: a summary of zeros would only hide the error
+	}
 	b, _ := json.MarshalIndent(sum, "", "  ")
 	fmt.Println(string(b))
 	return err

@@ -326,9 +326,13 @@ func buildREIGN(env registry.AggregatorEnv) (registry.Built, error) {
 		return registry.Built{}, err
 	}
 	dir := env.Config.Checkpoint
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return registry.Built{}, fmt.Errorf("aggregate.checkpoint: %s is not a folder%s; a REIGN checkpoint is a folder with config.json and model.safetensors: "+
+			"reignpipe train --out DIR writes one, and ops/checkpoints holds the committed ones", dir, relativeHint(dir))
+	}
 	ck, err := reign.Load(dir)
 	if err != nil {
-		return registry.Built{}, fmt.Errorf("REIGN checkpoint: %w", err)
+		return registry.Built{}, fmt.Errorf("aggregate.checkpoint: %w", err)
 	}
 	space := reign.Space{GNName: env.GNName, GNFingerprint: env.GN.Fingerprint, GNDim: env.GN.Dim, K: env.Params.K, S: env.Params.S}
 	if err := reign.CheckSpace(dir, ck, space, env.Config.TrainedOn); err != nil {

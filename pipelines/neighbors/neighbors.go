@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 
@@ -41,6 +42,9 @@ type Result struct {
 func Find(dir string, of Of, k int) (*Result, error) {
 	if k < 1 {
 		return nil, errors.New("neighbors: --k must be >= 1")
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("neighbors: --vectors %s is not a folder (give a vector sink's sinks[].dir: its parquet or jsonl part files)", dir)
 	}
 	latest, err := vectorfile.Latest(dir)
 	if err != nil {

@@ -70,6 +70,9 @@ func TestFind(t *testing.T) {
 	if err := other.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := Find(dir+"-none", Of{}, 1); err == nil || !strings.Contains(err.Error(), "--vectors "+dir+"-none is not a folder") {
+		t.Fatalf("no such folder: %v", err)
+	}
 	if _, err := Find(dir, Of{DocID: "t:q"}, 1); err == nil || !strings.Contains(err.Error(), "not comparable") {
 		t.Fatalf("mixed spaces: %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/reignpipe/reignpipe/pipelines/registry"
+	"github.com/reignpipe/reignpipe/stages/gn"
 )
 
 // An input path that names nothing is reported as source.path's, in the user's words: no
@@ -48,5 +49,19 @@ func TestSourcePathMessages(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A REIGN checkpoint folder that is not there is named by its key, with what one holds and
+// where one comes from.
+func TestCheckpointMissing(t *testing.T) {
+	a, _ := Builtin().Aggregator("reign")
+	_, err := a.Build(registry.AggregatorEnv{
+		Config: registry.AggregateConfig{Type: "reign", Checkpoint: "ckpt/best", SingleChunk: "reign"},
+		GN:     gn.Identity{Dim: 8, Fingerprint: "gn@x"},
+	})
+	if err == nil || !strings.HasPrefix(err.Error(), "aggregate.checkpoint: ckpt/best is not a folder (relative paths are read from") ||
+		!strings.Contains(err.Error(), "reignpipe train --out DIR writes one") {
+		t.Fatalf("%v", err)
 	}
 }
