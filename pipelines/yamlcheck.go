@@ -275,6 +275,9 @@ func wrongKind(n *yaml.Node, t reflect.Type, path string) error {
 	case yaml.ScalarNode:
 		got = strconv.Quote(n.Value)
 	}
+	if path == "" {
+		path = "the pipeline file" // its top level: a scalar or a list where keys belong
+	}
 	return &FieldError{Path: path, Line: n.Line, Reason: fmt.Sprintf("expected %s, got %s", expected(t), got)}
 }
 

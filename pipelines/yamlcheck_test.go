@@ -45,6 +45,8 @@ func TestShapeMessages(t *testing.T) {
 		{"section expected", minimal + "gn: bge-small-en-v15\n", `line 9: gn: expected a section of keys (key: value lines indented under it), got "bge-small-en-v15"`},
 		{"value expected", minimal + "cache:\n  dir: [a, b]\n", "line 10: cache.dir: expected a single value, got a list"},
 		{"syntax", minimal + "chunking: [\n", "line 9: did not find expected node content"},
+		{"a list for a file", "- a\n- b\n", "line 1: the pipeline file: expected a section of keys"},
+		{"a sink that is a word", strings.Replace(minimal, "  - type: parquet\n    dir: out/v\n", "  - parquet\n", 1), `line 7: sinks.0: expected a section of keys (key: value lines indented under it), got "parquet"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
