@@ -35,7 +35,7 @@ func TestBenchdataFlags(t *testing.T) {
 		{"patents from jsonl", []string{"--kind", "patent-claims", "--source", "jsonl", "--input", input, "--out", out}, "needs source uspto"},
 		{"negative min-chars", []string{"--kind", "halves", "--source", "jsonl", "--input", input, "--out", out, "--min-chars", "-5"}, "must not be negative"},
 		{"stray argument", []string{"--kind", "halves", "--source", "jsonl", "--input", input, "--out", out, "extra"}, `unexpected argument "extra"`},
-		{"bad seed", []string{"--kind", "halves", "--seed", "-1"}, "invalid value"},
+		{"bad seed", []string{"--kind", "halves", "--seed", "-1"}, `--seed: "-1" is not a whole number >= 0`},
 		{"ok", []string{"--kind", "halves", "--source", "jsonl", "--input", input, "--out", out, "--min-chars", "100", "--seed", "7"}, ""},
 	}
 	for _, tc := range tests {

@@ -228,9 +228,11 @@ func (r *Runner) Run(ctx context.Context) error {
 	hardCtx, hardCancel := context.WithCancelCause(context.Background())
 	defer hardCancel(nil)
 	var softAt atomic.Int64 // when the soft stop came (UnixNano); 0: it did not
+	softLogged := make(chan struct{})
 	stopWatch := context.AfterFunc(ctx, func() {
 		softAt.Store(time.Now().UnixNano())
 		r.opt.Logger.Info("soft stop: no new input is read; in-flight documents drain", "drain_timeout", r.opt.DrainTimeout)
+		close(softLogged)
 		t := time.AfterFunc(r.opt.DrainTimeout, func() { hardCancel(errHardStop) })
 		context.AfterFunc(hardCtx, func() { t.Stop() })
 	})
@@ -314,6 +316,11 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 	}
 	wg.Wait()
+	if ctx.Err() != nil {
+		// The stages saw the stop before the watcher's goroutine may have run: wait for its
+		// message, so that the log reads in the order things happened.
+		<-softLogged
+	}
 	r.logStop(context.Cause(hardCtx), fatal, softAt.Load())
 	if fatal != nil {
 		return fatal
