@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -75,7 +76,7 @@ func run(args []string, stdout io.Writer) error {
 	fs.StringVar(&o.bin, "bin", "bin/reignpipe", "the reignpipe binary (make build)")
 	fs.StringVar(&o.work, "work", filepath.Join(os.TempDir(), "reignpipe-bench-pgvector"), "work directory: the corpus run's cache and vectors (kept: a rerun embeds from the cache), parquet sink output")
 	fs.StringVar(&o.gn, "gn", "bge-small-en-v15", "gn.name of the pipeline")
-	fs.StringVar(&o.queryDoc, "query-doc", "../shared/data/patents/uspto/single/grant-v4-5-B1.xml", "held-out patent for `search --doc` (not in -corpus); empty: skip")
+	fs.StringVar(&o.queryDoc, "query-doc", "../shared/data/patents/uspto/single/grant-v4-5-B2.xml", "held-out patent for `search --doc` (not in -corpus); empty: skip")
 	loadSizes := fs.String("load-sizes", "10000,100000", "N for the deferred-index and parquet sink loads")
 	hnswSizes := fs.String("hnsw-sizes", "10000", "N for the live-index (index: hnsw) load; each must be in -load-sizes")
 	searchSizes := fs.String("search-sizes", "10000,100000", "table sizes for the search latency and recall")
@@ -203,7 +204,7 @@ func realVectors(ctx context.Context, o *options, rep *report) ([]schemas.DocVec
 		if err != nil {
 			return nil, err
 		}
-		yaml := pipelineYAML(o, abs, fmt.Sprintf("  - type: parquet\n    dir: %s\n", filepath.Join(o.work, "vectors")))
+		yaml := pipelineYAML(o, abs, filepath.Join(o.work, "cache"), fmt.Sprintf("  - type: parquet\n    dir: %s\n", filepath.Join(o.work, "vectors")))
 		path := filepath.Join(o.work, "corpus.yaml")
 		if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 			return nil, err
@@ -240,9 +241,9 @@ func realVectors(ctx context.Context, o *options, rep *report) ([]schemas.DocVec
 	return vs, nil
 }
 
-// pipelineYAML is the bench's pipeline over the corpus with the given sinks: the shipped
-// defaults (K = S = 512, mean-pool), its cache in the work directory.
-func pipelineYAML(o *options, corpus, sinks string) string {
+// pipelineYAML is the bench's pipeline over the corpus with the given chunk cache and sinks:
+// the shipped defaults (K = S = 512, mean-pool).
+func pipelineYAML(o *options, corpus, cache, sinks string) string {
 	w := o.work
 	return fmt.Sprintf(`version: 1
 name: bench-pgvector
@@ -263,7 +264,7 @@ sinks:
 run:
   state_dir: %s
   summary: %s
-`, corpus, o.gn, filepath.Join(w, "cache"), sinks, filepath.Join(w, "deadletter.jsonl"), filepath.Join(w, "state"), filepath.Join(w, "summary.json"))
+`, corpus, o.gn, cache, sinks, filepath.Join(w, "deadletter.jsonl"), filepath.Join(w, "state"), filepath.Join(w, "summary.json"))
 }
 
 // lockServer holds the test suite's shared lock on the server (internal/pgtest's file): a test
@@ -274,7 +275,7 @@ func lockServer(dsn string) (func(), error) {
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("-dsn %q: give a postgres:// URL (the bench derives its own database's URL from it)", dsn)
 	}
-	name := fmt.Sprintf("reignpipe-pg-tests-%d-%s.lock", os.Getuid(), strings.NewReplacer(":", "_", "/", "_").Replace(u.Host))
+	name := fmt.Sprintf("reignpipe-pg-tests-%d-%s.lock", os.Getuid(), regexp.MustCompile(`[^A-Za-z0-9._-]`).ReplaceAllString(u.Host, "_"))
 	f, err := os.OpenFile(filepath.Join(os.TempDir(), name), os.O_RDONLY|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err

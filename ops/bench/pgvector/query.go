@@ -28,6 +28,8 @@ type searchResult struct {
 	recall, minRecall    float64         // recall@k of HNSW against the exact top k
 	full                 int             // queries whose HNSW top k is the exact one
 	docRecall            float64         // share of HNSW hits that are copies of a document in the exact top k
+	top1                 int             // queries whose HNSW first hit is the exact first hit
+	gap                  float64         // mean over queries of exact minus HNSW similarity of the k-th hit
 	sweep                []efRecall      // recall@k at other ef_search values, plain SQL
 	idxScans             int64           // scans of the HNSW index over the whole measurement
 	hnswCalls, exactCall int
@@ -101,6 +103,12 @@ func searchOnce(ctx context.Context, o options, n int, qs []schemas.DocVector) (
 			ids[i] = h.DocID
 		}
 		got, docs := overlap(truth, ids)
+		if len(approx) > 0 && approx[0].DocID == truth[0].DocID {
+			res.top1++
+		}
+		if len(approx) == o.k {
+			res.gap += (truth[o.k-1].Score - approx[o.k-1].Score) / float64(len(qs))
+		}
 		rc := float64(got) / float64(o.k)
 		res.recall += rc / float64(len(qs))
 		res.docRecall += float64(docs) / float64(o.k) / float64(len(qs))
@@ -175,19 +183,25 @@ func realID(id string) string {
 type efRecall struct {
 	ef             int
 	recall, docRec float64
+	top1           int
+	gap            float64
 	p50            time.Duration
 }
 
 // sweepRecall asks the index with another ef_search, in the plain form of the Searcher's
-// query (same settings and filter, no tie-breaking by doc id): whether a wider search recovers
-// what the default misses. It is not the Searcher's code, so the ef it shares with the default
-// is there as a check that both give the same recall.
+// query (same settings and filter, 2k rows from the index, the best k by similarity then doc
+// id): whether a wider search recovers what the default misses. It is not the Searcher's code,
+// so the ef it shares with the default is there as a check that both give the same answers.
 func sweepRecall(ctx context.Context, conn *pgx.Conn, table string, ef, k int, qs []schemas.DocVector, truths [][]pgvector.Hit) (efRecall, error) {
 	r := efRecall{ef: ef}
 	var lat []time.Duration
-	sql := fmt.Sprintf("SELECT doc_id FROM %s WHERE doc_id <> $2 ORDER BY embedding <#> $1 LIMIT %d", ident(table), k)
+	sql := fmt.Sprintf("SELECT doc_id, -(embedding <#> $1) FROM %s WHERE doc_id <> $2 ORDER BY embedding <#> $1 LIMIT %d", ident(table), 2*k)
+	type hit struct {
+		id    string
+		score float64
+	}
 	for i, q := range qs {
-		var ids []string
+		var hits []hit
 		start := time.Now()
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			for _, set := range []string{fmt.Sprintf("SET LOCAL hnsw.ef_search = %d", ef), "SET LOCAL hnsw.iterative_scan = strict_order"} {
@@ -199,14 +213,35 @@ func sweepRecall(ctx context.Context, conn *pgx.Conn, table string, ef, k int, q
 			if err != nil {
 				return err
 			}
-			ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			hits, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (hit, error) {
+				var h hit
+				err := r.Scan(&h.id, &h.score)
+				return h, err
+			})
 			return err
 		})
 		if err != nil {
 			return r, err
 		}
 		lat = append(lat, time.Since(start))
+		sort.SliceStable(hits, func(a, b int) bool {
+			if hits[a].score != hits[b].score {
+				return hits[a].score > hits[b].score
+			}
+			return hits[a].id < hits[b].id
+		})
+		hits = hits[:min(k, len(hits))]
+		ids := make([]string, len(hits))
+		for j, h := range hits {
+			ids[j] = h.id
+		}
 		same, doc := overlap(truths[i], ids)
+		if len(hits) > 0 && hits[0].id == truths[i][0].DocID {
+			r.top1++
+		}
+		if len(hits) == k {
+			r.gap += (truths[i][k-1].Score - hits[k-1].score) / float64(len(qs))
+		}
 		r.recall += float64(same) / float64(k) / float64(len(qs))
 		r.docRec += float64(doc) / float64(k) / float64(len(qs))
 	}
@@ -231,10 +266,11 @@ type docRun struct {
 	docID, space, top1         string
 }
 
-// measureSearchDoc times `reignpipe search --doc` over a table of the real vectors: with the
-// chunk cache as the corpus run left it (the query's windows not in it: they go to the GN) and
-// again with the query's windows cached. Before every cold run the cache is restored from a
-// copy taken before the first, so each cold run embeds the same windows.
+// measureSearchDoc times `reignpipe search --doc` over a table of the real vectors: cold, with
+// a chunk cache holding the corpus's windows only (the query's go to the GN), and warm, the same
+// command again with the query's windows cached. The search has a cache of its own, replaced by
+// a copy of the corpus run's before every cold run: the corpus cache never receives query
+// windows, so a later bench run is cold again.
 func measureSearchDoc(ctx context.Context, o options, real []schemas.DocVector, rep *report) error {
 	if _, err := os.Stat(o.queryDoc); err != nil {
 		return fmt.Errorf("-query-doc %s: %w (it is in the shared real data; -query-doc '' skips this part)", o.queryDoc, err)
@@ -247,19 +283,16 @@ func measureSearchDoc(ctx context.Context, o options, real []schemas.DocVector, 
 	if err != nil {
 		return err
 	}
-	yaml := pipelineYAML(&o, corpus, fmt.Sprintf("  - type: pgvector\n    dsn: %s\n    table: doc\n    index: hnsw\n", o.dsn))
+	cache, corpusCache := filepath.Join(o.work, "search-cache"), filepath.Join(o.work, "cache")
+	yaml := pipelineYAML(&o, corpus, cache, fmt.Sprintf("  - type: pgvector\n    dsn: %s\n    table: doc\n    index: hnsw\n", o.dsn))
 	path := filepath.Join(o.work, "search.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 		return err
 	}
-	cache, snap := filepath.Join(o.work, "cache"), filepath.Join(o.work, "cache.before-query")
-	if err := os.MkdirAll(cache, 0o755); err != nil {
+	if err := os.MkdirAll(corpusCache, 0o755); err != nil {
 		return err
 	}
-	if err := copyDir(cache, snap); err != nil {
-		return err
-	}
-	defer os.RemoveAll(snap)
+	defer os.RemoveAll(cache)
 	inCorpus := map[string]bool{}
 	for _, v := range real {
 		inCorpus[v.DocID] = true
@@ -268,7 +301,7 @@ func measureSearchDoc(ctx context.Context, o options, real []schemas.DocVector, 
 	for i := 0; i < 2*o.docRuns; i++ {
 		cold := i < o.docRuns
 		if cold {
-			if err := copyDir(snap, cache); err != nil {
+			if err := copyDir(corpusCache, cache); err != nil {
 				return err
 			}
 		}
@@ -279,6 +312,9 @@ func measureSearchDoc(ctx context.Context, o options, real []schemas.DocVector, 
 		r.cold = cold
 		if inCorpus[r.docID] {
 			return fmt.Errorf("-query-doc %s is %s, a document of the corpus: give a held-out one", o.queryDoc, r.docID)
+		}
+		if cold && r.gnWins == 0 {
+			return fmt.Errorf("a cold search --doc embedded no window: the windows of %s are in the corpus cache %s already (a corpus document, or a cache an older bench added queries to: give another -query-doc or -work)", o.queryDoc, corpusCache)
 		}
 		if r.space != rep.space {
 			return fmt.Errorf("search embedded the query in space %s, the real vectors are in %s (another gn?)", r.space, rep.space)
