@@ -107,7 +107,16 @@ func Stage(ctx context.Context, cfg *pipelines.Config, name string, o StageOptio
 			cons.Store(c)
 			return idleSource{DocSource: kafka.NewDocSource(c, rawFormats[cfg.Transport.Kafka.RawFormat](cfg.Source)), idle: o.IdleExit}, nil
 		},
-		Store: sw.attach, DeadLetter: dl, KafkaSink: e.kafkaSink, Stage: name,
+		Store: sw.attach, DeadLetter: dl, Stage: name,
+		// process: a vector record is acknowledged only after the windows and manifest of its
+		// document, as the embed stage's chunk records are.
+		KafkaSink: func(s pipelines.SinkConfig) (connectors.Sink, error) {
+			vs, err := e.kafkaSink(s)
+			if err != nil {
+				return nil, err
+			}
+			return &replica.OrderedVectorSink{Inner: vs, Pub: func() *replica.Publisher { return sw.pub }, MaxRecordBytes: cfg.Transport.Kafka.MaxRecordBytes}, nil
+		},
 		Metrics: func() map[string]float64 {
 			m := map[string]float64{"reignpipe_dead_letters_published_total": float64(dl.Count())}
 			if c := cons.Load(); c != nil {

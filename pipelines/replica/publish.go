@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
+	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
 	"github.com/reignpipe/reignpipe/pipelines/embedded"
@@ -221,17 +223,12 @@ func sameManifest(a, b shardcache.Manifest) bool {
 	return true
 }
 
-// OrderedChunkSink keeps a chunk record from being acknowledged before the windows and
-// manifest of its document: the chunk producer flushes on its own when its queue fills
-// (1000 records or 16 MiB), so before its queue could get there the Publisher publishes first.
-type OrderedChunkSink struct {
-	Inner embedded.ChunkSink
-	// Pub is set before the first write (the worker's store is attached after the sinks are
-	// made).
-	Pub            *Publisher
-	MaxRecordBytes int
-	records, bytes int // queued in Inner's producer since its last flush
-}
+// Records a sink's producer sends are acknowledged when that producer flushes, which it also
+// does by itself when its queue fills (internal/kafka: 1000 records or 16 MiB). A chunk or vector
+// record must never be acknowledged before the windows and manifest of its document, so the
+// ordered sinks below count what their producer has queued since its last flush and, before the
+// queue could reach the producer's own threshold, publish the store's windows and manifests
+// (Publisher.Publish) and then flush the producer themselves.
 
 // Bounds under the producer's own flush thresholds (internal/kafka: 1000 records, 16 MiB).
 const (
@@ -239,32 +236,61 @@ const (
 	orderedBytes   = 8 << 20
 )
 
-func (s *OrderedChunkSink) WriteChunks(ctx context.Context, c schemas.ChunkDoc) error {
-	size := 256 + len(c.Keys)*8 + len(c.Embeddings)*4 + len(c.Title) + len(c.DocID) + len(c.Source)
-	recs := 1
-	if s.MaxRecordBytes > 0 {
-		recs += size / s.MaxRecordBytes
+// ordered is what one sink's producer holds since its last flush.
+type ordered struct {
+	records, bytes int
+}
+
+// before is called before a record of about size bytes is queued in the producer that flush
+// flushes: the store first, then the queued records, whenever this record could make the
+// producer flush by itself.
+func (o *ordered) before(ctx context.Context, pub *Publisher, maxRecordBytes, size int, flush func(context.Context) error) error {
+	if pub == nil {
+		return errors.New("ordered sink: no store publisher attached (internal error)")
 	}
-	if s.records > 0 && (s.records+recs > orderedRecords || s.bytes+size > orderedBytes) {
-		// Windows and manifests of every queued chunk record first, then those records: the
-		// queue is empty again, far from the producer's own threshold.
-		if err := s.Pub.Publish(ctx); err != nil {
+	recs := 1
+	if maxRecordBytes > 0 {
+		recs += size / maxRecordBytes // fragments
+	}
+	if o.records > 0 && (o.records+recs > orderedRecords || o.bytes+size > orderedBytes) {
+		// Windows and manifests of every queued record first, then those records: the queue
+		// is empty again, far from the producer's own threshold.
+		if err := pub.Publish(ctx); err != nil {
 			return err
 		}
-		if err := s.Inner.Flush(ctx); err != nil {
+		if err := flush(ctx); err != nil {
 			return err
 		}
-		s.records, s.bytes = 0, 0
+		o.records, o.bytes = 0, 0
 	}
 	if size > orderedBytes {
 		// One document past the bound by itself: its Send may flush at once, so its own
-		// windows go first.
-		if err := s.Pub.Publish(ctx); err != nil {
+		// windows and manifest go first.
+		if err := pub.Publish(ctx); err != nil {
 			return err
 		}
 	}
-	s.records += recs
-	s.bytes += size
+	o.records += recs
+	o.bytes += size
+	return nil
+}
+
+// OrderedChunkSink keeps a chunk record (embed stage) from being acknowledged before the
+// windows and manifest of its document.
+type OrderedChunkSink struct {
+	Inner embedded.ChunkSink
+	// Pub is set before the first write (the worker's store is attached after the sinks are
+	// made).
+	Pub            *Publisher
+	MaxRecordBytes int
+	q              ordered
+}
+
+func (s *OrderedChunkSink) WriteChunks(ctx context.Context, c schemas.ChunkDoc) error {
+	size := 256 + len(c.Keys)*8 + len(c.Embeddings)*4 + len(c.Title) + len(c.DocID) + len(c.Source)
+	if err := s.q.before(ctx, s.Pub, s.MaxRecordBytes, size, s.Inner.Flush); err != nil {
+		return err
+	}
 	return s.Inner.WriteChunks(ctx, c)
 }
 
@@ -273,6 +299,48 @@ func (s *OrderedChunkSink) Flush(ctx context.Context) error {
 	if err := s.Inner.Flush(ctx); err != nil {
 		return err
 	}
-	s.records, s.bytes = 0, 0
+	s.q = ordered{}
 	return nil
 }
+
+// OrderedVectorSink keeps a vector record (the kafka sink of stage process) from being
+// acknowledged before the windows and manifest of its document, as OrderedChunkSink does for
+// chunk records.
+type OrderedVectorSink struct {
+	Inner connectors.Sink
+	// Pub returns the worker's publisher; it is attached before the sinks are opened.
+	Pub            func() *Publisher
+	MaxRecordBytes int
+	q              ordered
+}
+
+var _ connectors.Sink = (*OrderedVectorSink)(nil)
+
+// vectorRecordBytes bounds a vector record's size in any format: a float32 is 4 bytes in RPDV
+// and at most 15 characters in JSON ("-1.17549435e-38" plus a comma), a string at most 6 times
+// its bytes once escaped.
+func vectorRecordBytes(v schemas.DocVector) int {
+	return 512 + 16*(len(v.Vector)+len(v.GNVector)) + 6*(len(v.DocID)+len(v.Title)+len(v.Source)+len(v.Version)+len(v.Space))
+}
+
+func (s *OrderedVectorSink) Write(ctx context.Context, v schemas.DocVector) error {
+	var pub *Publisher
+	if s.Pub != nil {
+		pub = s.Pub()
+	}
+	if err := s.q.before(ctx, pub, s.MaxRecordBytes, vectorRecordBytes(v), s.Inner.Flush); err != nil {
+		return err
+	}
+	return s.Inner.Write(ctx, v)
+}
+
+// Flush is called by the writer after the cache's (the Publisher's) Flush.
+func (s *OrderedVectorSink) Flush(ctx context.Context) error {
+	if err := s.Inner.Flush(ctx); err != nil {
+		return err
+	}
+	s.q = ordered{}
+	return nil
+}
+
+func (s *OrderedVectorSink) Close(ctx context.Context) error { return s.Inner.Close(ctx) }
