@@ -63,9 +63,9 @@ type storeWorker struct {
 	e            *stageEnv
 	maxLag       int64
 	flushRecords int
-	follower *replica.Follower
-	pub      *replica.Publisher
-	ordered  *replica.OrderedChunkSink
+	follower     *replica.Follower
+	pub          *replica.Publisher
+	ordered      *replica.OrderedChunkSink
 }
 
 // attach is launch.Options.Store: start following, wait for the catch-up, then publish
