@@ -127,7 +127,7 @@ func slowClean(s string) bool {
 // IsBlank reports whether s holds nothing a WordPiece tokenizer keeps: only whitespace,
 // control (Cc), format (Cf: zero-width spaces and joiners, BOM) and private-use characters,
 // and U+FFFD, which BERT's text cleaning removes. Such a text tokenizes to no token at all.
-// It is the one definition of an empty document for every source and command (README.md,
+// It is the one definition of an empty document for every source and command (ops/COMMANDS.md,
 // "Empty documents").
 func IsBlank(s string) bool {
 	for _, r := range s {

@@ -60,7 +60,7 @@ func EncodeSides(ctx context.Context, encode Encoder, cfg *pipelines.Config, ds 
 		c.DeadLetter.Path = filepath.Join(outDir, "deadletter.jsonl")
 		c.Run.StateDir, c.Run.Summary, c.Run.Progress = filepath.Join(outDir, "state"), "", "log"
 		// Every document is encoded, blank ones too: a corpus is scored whole, and the
-		// reference embeds an empty text as the one window [CLS][SEP] (README, "Empty
+		// reference embeds an empty text as the one window [CLS][SEP] (ops/COMMANDS.md, "Empty
 		// documents"). A skipped document would have no manifest to rank.
 		src, err := memsource.New(memsource.Options{Source: side.name, Len: side.len, At: side.at, KeepEmpty: true})
 		if err != nil {
