@@ -6,7 +6,9 @@
 //
 // It produces n synthetic windows (random unit vectors, dim 384 as all-minilm and bge-small)
 // to a fresh <prefix>.windows topic, then times (1) Add+Flush of the same rows into an empty
-// cache, (2) a replica catching up from the topic into another empty cache.
+// cache, (2) reading the topic alone to its end (the fetch path), (3) a replica catching up
+// from the topic into another empty cache. The row is a line of the results table
+// (ops/bench/results/storetopic-*.md).
 package main
 
 import (
@@ -19,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"time"
 
 	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
@@ -32,6 +35,8 @@ func main() {
 	dim := flag.Int("dim", 384, "embedding dimension")
 	parts := flag.Int("partitions", 3, "partitions of the window topic")
 	dir := flag.String("dir", "", "scratch directory (default: a temp dir, removed)")
+	flag.StringVar(&compression, "compression", "zstd", "compression of the produced window records (transport.kafka.compression)")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the materialise phase to this file (go tool pprof)")
 	flag.Parse()
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err := run(*brokers, *n, *dim, *parts, *dir); err != nil {
@@ -39,6 +44,8 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+var cpuProfile, compression string
 
 func run(brokers string, n, dim, parts int, dir string) error {
 	ctx := context.Background()
@@ -77,7 +84,7 @@ func run(brokers string, n, dim, parts int, dir string) error {
 	}
 
 	// Produce.
-	p, err := kafkaclient.NewProducer(cc, kafkaclient.ProducerOptions{Topic: topics.Windows, NoFragment: true, Compression: "zstd"})
+	p, err := kafkaclient.NewProducer(cc, kafkaclient.ProducerOptions{Topic: topics.Windows, NoFragment: true, Compression: compression})
 	if err != nil {
 		return err
 	}
@@ -118,10 +125,44 @@ func run(brokers string, n, dim, parts int, dir string) error {
 		return err
 	}
 
+	// Reading the topic alone (a Tail to the end offsets, nothing applied): the fetch path's
+	// own rate, which bounds materialize's.
+	t0 = time.Now()
+	end, err := kafkaclient.EndOffsets(ctx, cc, topics.Windows)
+	if err != nil {
+		return err
+	}
+	tail, err := kafkaclient.NewTail(ctx, cc, kafkaclient.TailOptions{Topics: []string{topics.Windows}})
+	if err != nil {
+		return err
+	}
+	left := int64(0)
+	for _, e := range end {
+		left += e
+	}
+	for ; left > 0; left-- {
+		if _, err := tail.Next(ctx); err != nil {
+			tail.Close()
+			return err
+		}
+	}
+	tail.Close()
+	fetch := time.Since(t0)
+
 	// Materialise.
 	c, err := open("replica")
 	if err != nil {
 		return err
+	}
+	if cpuProfile != "" {
+		pf, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
 	}
 	t0 = time.Now()
 	f, err := replica.Start(ctx, replica.Options{Client: cc, Topics: topics, Cache: c, Space: sp, Dir: filepath.Join(dir, "replica")})
@@ -135,6 +176,9 @@ func run(brokers string, n, dim, parts int, dir string) error {
 		return err
 	}
 	mat := time.Since(t0)
+	if cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	st := f.Stats()
 	if err := c.Close(); err != nil {
 		return err
@@ -143,8 +187,8 @@ func run(brokers string, n, dim, parts int, dir string) error {
 		return fmt.Errorf("replica applied %d windows, want %d (%+v)", st.WindowsApplied, n, st)
 	}
 	mb := float64(bytes) / 1e6
-	fmt.Printf("| %d | %d | %d | %.0f | %.0f | %.1f | %.0f | %.1f | %.2f | %d |\n", n, dim, parts,
-		float64(n)/produce.Seconds(), float64(n)/direct.Seconds(), mb/direct.Seconds(),
+	fmt.Printf("| %d | %d | %d | %.0f | %.0f | %.1f | %.0f | %.0f | %.1f | %.2f | %d |\n", n, dim, parts,
+		float64(n)/produce.Seconds(), float64(n)/direct.Seconds(), mb/direct.Seconds(), float64(n)/fetch.Seconds(),
 		float64(n)/mat.Seconds(), mb/mat.Seconds(), mat.Seconds()/direct.Seconds(), runtime.NumCPU())
 	return nil
 }
