@@ -52,7 +52,7 @@ func TestSearchCommand(t *testing.T) {
 		{[]string{"--text", "a"}, "exactly one pipeline file"},
 		{[]string{"--text", "a", "--k", "0", yaml}, "--k must be >= 1"},
 		{[]string{"--text", "a", "--format", "xml", yaml}, "is not text or json"},
-		{[]string{"--id", "violin", yaml}, "did you mean t:violin"},
+		{[]string{"--id", "nope", yaml}, `no document "nope"`},
 		{[]string{"--text", "a", "--sink", "3", yaml}, "sink 3 does not exist"},
 	} {
 		err := searchTo(ctx, &out, nil, tc.args)

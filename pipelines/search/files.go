@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"math"
 	"slices"
 	"strings"
@@ -41,7 +43,18 @@ func pick(v *schemas.DocVector, space string) ([]float32, bool) {
 	return nil, false
 }
 
+// noVectors says the sink's folder does not exist yet, in the user's terms.
+func (s fileStore) noVectors() error {
+	if _, err := os.Stat(s.dir); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s holds no vectors yet (the folder does not exist): run the pipeline first", s.dir)
+	}
+	return nil
+}
+
 func (s fileStore) Search(ctx context.Context, space string, q []float32, k int, ex Exclude, _ bool) (*Answer, error) {
+	if err := s.noVectors(); err != nil {
+		return nil, err
+	}
 	docs := map[string]*scanned{}
 	err := vectorfile.ReadVectors(s.dir, func(v schemas.DocVector) error {
 		if err := ctx.Err(); err != nil {
@@ -84,6 +97,9 @@ func (s fileStore) Search(ctx context.Context, space string, q []float32, k int,
 }
 
 func (s fileStore) Lookup(ctx context.Context, space, docID string) (*schemas.DocVector, error) {
+	if err := s.noVectors(); err != nil {
+		return nil, err
+	}
 	var found *schemas.DocVector
 	var near []string
 	err := vectorfile.ReadVectors(s.dir, func(v schemas.DocVector) error {
@@ -140,11 +156,24 @@ func dot(a, b []float32) float64 {
 // notFound says a document id is not in a store, with the stored ids it probably meant: sources
 // prefix ids with the file or corpus name (corpus:bread), and users type the bare id.
 func notFound(id, where string, near []string) error {
-	if len(near) > 0 {
-		return fmt.Errorf("%w: no document %q in %s; ids are prefixed with their source: did you mean %s?", ErrNotFound, id, where, strings.Join(near, " or "))
-	}
-	return fmt.Errorf("%w: no document %q in %s", ErrNotFound, id, where)
+	return &NotFoundError{ID: id, Where: where, Near: near}
 }
+
+// NotFoundError is a stored id that is not in the store; Near lists up to three stored ids that
+// end in ":"+ID.
+type NotFoundError struct {
+	ID, Where string
+	Near      []string
+}
+
+func (e *NotFoundError) Error() string {
+	if len(e.Near) > 0 {
+		return fmt.Sprintf("no document %q in %s; ids are prefixed with their source: did you mean %s?", e.ID, e.Where, strings.Join(e.Near, " or "))
+	}
+	return fmt.Sprintf("no document %q in %s", e.ID, e.Where)
+}
+
+func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
 
 // ErrNotFound is the error of a stored id that is not in the store.
 var ErrNotFound = errors.New("not found")

@@ -127,11 +127,16 @@ func (s *Searcher) Search(ctx context.Context, r Request) (*Result, error) {
 	var ex Exclude
 	if r.ID != "" {
 		v, err := s.Store.Lookup(ctx, space, r.ID)
+		var nf *NotFoundError
+		if errors.As(err, &nf) && len(nf.Near) == 1 {
+			// The id without its source prefix, and only one source has it: that document.
+			v, err = s.Store.Lookup(ctx, space, nf.Near[0])
+		}
 		if err != nil {
 			return nil, err
 		}
 		q, info.Stored = v, true
-		ex = Exclude{DocID: r.ID, ContentHash: v.ContentHash, ByHash: true}
+		ex = Exclude{DocID: v.DocID, ContentHash: v.ContentHash, ByHash: true}
 	} else {
 		res, err := s.Embedder.Embed(ctx, *r.Doc)
 		if err != nil {

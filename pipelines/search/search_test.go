@@ -131,9 +131,13 @@ func TestSearchFiles(t *testing.T) {
 	if got, want := hitIDs(res), bruteForce(t, vectors, latest["t:rocket"].Vector, "t:rocket"); !res.Query.Stored || !slices.Equal(got, want) {
 		t.Fatalf("by id: hits %v, want %v", got, want)
 	}
-	_, err = s.Search(ctx, search.Request{ID: "rocket", K: 3})
-	if !errors.Is(err, search.ErrNotFound) || !strings.Contains(err.Error(), "did you mean t:rocket") {
-		t.Fatalf("a bare id should be not found with the prefixed one suggested: %v", err)
+	// The id without its source prefix names the one document that has it.
+	bare, err := s.Search(ctx, search.Request{ID: "rocket", K: 10})
+	if err != nil || bare.Query.DocID != "t:rocket" || !slices.Equal(hitIDs(bare), hitIDs(res)) {
+		t.Fatalf("a bare id: %+v %v", bare, err)
+	}
+	if _, err = s.Search(ctx, search.Request{ID: "nope", K: 3}); !errors.Is(err, search.ErrNotFound) || strings.Contains(err.Error(), "did you mean") {
+		t.Fatalf("an unknown id: %v", err)
 	}
 
 	// A new text: the GN embeds it once; the next search (another process) finds it cached.

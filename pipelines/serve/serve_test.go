@@ -144,7 +144,7 @@ func TestServeRefusesBadInput(t *testing.T) {
 		{"k too large", "POST", "/v1/search", "application/json", `{"text":"bread","k":51}`, 400, "k=51"},
 		{"text and stored id", "POST", "/v1/search", "application/json", `{"text":"a","stored_id":"t:a"}`, 400, "not both"},
 		{"embed by id", "POST", "/v1/embed", "application/json", `{"stored_id":"t:bread"}`, 400, "not stored_id"},
-		{"unknown id", "POST", "/v1/search", "application/json", `{"stored_id":"bread"}`, 404, "did you mean t:bread"},
+		{"unknown id", "POST", "/v1/search", "application/json", `{"stored_id":"nope"}`, 404, `no document "nope"`},
 		{"too big", "POST", "/v1/embed", "text/plain", strings.Repeat("word ", 1000), 413, "over 4096 bytes"},
 		{"media type", "POST", "/v1/embed", "image/png", "x", 415, "application/json, text/plain"},
 		{"bad patent", "POST", "/v1/search", "application/xml", "<nonsense/>", 400, "no document"},
