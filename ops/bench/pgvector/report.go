@@ -135,6 +135,9 @@ func (r *report) flags() []string {
 		for i, n := range ns {
 			s[i] = fmt.Sprint(n)
 		}
+		if len(s) == 0 {
+			return "''"
+		}
 		return strings.Join(s, ",")
 	}
 	f := []string{"-load-sizes " + join(o.loadSizes), "-hnsw-sizes " + join(o.hnswSizes), "-search-sizes " + join(o.searchSizes),
