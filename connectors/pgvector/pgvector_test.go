@@ -307,6 +307,32 @@ func TestNothingVisibleBeforeFlush(t *testing.T) {
 	}
 }
 
+// A commit of three times more documents than PostgreSQL's shared lock table has slots
+// (max_locks_per_transaction × max_connections) goes through: the sink's advisory locks are bounded per table, not one per document.
+func TestLargeCommit(t *testing.T) {
+	dsn := pgtest.Database(t)
+	s := openSink(t, Options{DSN: dsn, Index: IndexNone, RetryTimeout: 10 * time.Second})
+	conn := connect(t, dsn)
+	var slots int
+	if err := conn.QueryRow(ctxT(t), "SELECT current_setting('max_locks_per_transaction')::int * current_setting('max_connections')::int").Scan(&slots); err != nil {
+		t.Fatal(err)
+	}
+	n := 3 * slots
+	r := rand.New(rand.NewPCG(7, 8))
+	for i := range n {
+		v := schemas.DocVector{DocID: fmt.Sprint("d", i), Version: "1", Space: gnSpace, Vector: unit(r, 4)}
+		if err := s.Write(ctxT(t), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Flush(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(t, conn, TableName("reignpipe", gnSpace)); got != n {
+		t.Fatalf("%d rows after one commit of %d", got, n)
+	}
+}
+
 func TestRefusals(t *testing.T) {
 	dsn := pgtest.Database(t)
 	cases := []struct {

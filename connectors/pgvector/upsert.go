@@ -86,10 +86,17 @@ func decide(old *stored, version string, hash uint64) string {
 	return SameVersionReplaced
 }
 
-// upsert writes rows of one space. The doc ids are locked first (advisory locks, taken in one
-// order, so they hold also for ids not in the table yet), then their stored versions read, so
-// two writers decide in turn on what the other committed. The INSERT's own guard applies the
-// same rule in SQL, for writers that do not take the locks.
+// lockSlots bounds the advisory locks one commit holds per table. Every lock is held until the
+// commit and PostgreSQL's shared lock table is small (max_locks_per_transaction × max_connections,
+// 6,400 by default, for every session), so a lock per doc id made a commit of some thousands of
+// documents fail with "out of shared memory". Doc ids share the slots by hash: two writers may
+// wait on each other for different documents, never decide on the same one at once.
+const lockSlots = 256
+
+// upsert writes rows of one space. The doc ids' lock slots are taken first (advisory locks,
+// taken in one order, so they hold also for ids not in the table yet), then their stored
+// versions read, so two writers decide in turn on what the other committed. The INSERT's own
+// guard applies the same rule in SQL, for writers that do not take the locks.
 func (s *Sink) upsert(ctx context.Context, sp *space, rows []row) error {
 	tx, table := s.tx, ident(sp.table)
 	ids := make([]string, 0, len(rows))
@@ -102,7 +109,7 @@ func (s *Sink) upsert(ctx context.Context, sp *space, rows []row) error {
 	}
 	keys := make([]int32, len(ids))
 	for i, id := range ids {
-		keys[i] = int32(xxhash.Sum64String(id))
+		keys[i] = int32(xxhash.Sum64String(id) % lockSlots)
 	}
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
