@@ -138,12 +138,17 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (_ *embedded.Sum
 	var outs []connectors.Sink
 	var outDirs []string
 	if !o.NoVectors {
-		var closeSinks func()
+		var closeSinks func() error
 		outs, outDirs, closeSinks, err = openSinks(cfg, sinkEnv(pp.GN, params, agg, companion, o.KafkaSink))
 		if err != nil {
 			return nil, err
 		}
-		defer closeSinks()
+		// A sink's Close can still fail the run: pgvector's deferred index is built there.
+		defer func() {
+			if cerr := closeSinks(); cerr != nil && err == nil {
+				err = fmt.Errorf("closing the sinks: %w", cerr)
+			}
+		}()
 	}
 	dl, dlPath := o.DeadLetter, "kafka"
 	if dl == nil {
@@ -261,12 +266,14 @@ func sinkEnv(id gn.Identity, p chunk.Params, agg, companion aggregate.Aggregator
 
 // openSinks opens the configured vector sinks through their registered types; closeAll closes
 // them. On an error the ones already opened are closed.
-func openSinks(cfg *pipelines.Config, env registry.SinkEnv) (sinks []connectors.Sink, outputs []string, closeAll func(), err error) {
+func openSinks(cfg *pipelines.Config, env registry.SinkEnv) (sinks []connectors.Sink, outputs []string, closeAll func() error, err error) {
 	reg := components.Builtin()
-	closeAll = func() {
+	closeAll = func() error {
+		var errs []error
 		for _, s := range sinks {
-			s.Close(context.Background())
+			errs = append(errs, s.Close(context.Background()))
 		}
+		return errors.Join(errs...)
 	}
 	for i, sc := range cfg.Sinks {
 		typ, ok := reg.Sink(sc.Type)
