@@ -9,6 +9,12 @@
 // cache, (2) reading the topic alone to its end (the fetch path), (3) a replica catching up
 // from the topic into another empty cache. The row is a line of the results table
 // (ops/bench/results/storetopic-*.md).
+//
+//	go run ./ops/bench/storetopic -steady 2000 -seconds 20
+//
+// measures the replication lag instead: windows produced steadily at that rate while a replica
+// follows, and the time from each tick's acknowledgement to its last window being a hit in the
+// replica (steady.go).
 package main
 
 import (
@@ -37,8 +43,24 @@ func main() {
 	dir := flag.String("dir", "", "scratch directory (default: a temp dir, removed)")
 	flag.StringVar(&compression, "compression", "zstd", "compression of the produced window records (transport.kafka.compression)")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the materialise phase to this file (go tool pprof)")
+	steadyRate := flag.Int("steady", 0, "instead: windows/s produced steadily while a replica follows; prints the ack-to-hit lag")
+	steadySecs := flag.Float64("seconds", 20, "with -steady: how long to produce")
 	flag.Parse()
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	run := run
+	if *steadyRate > 0 {
+		run = func(brokers string, _ int, dim, parts int, dir string) error {
+			if dir == "" {
+				d, err := os.MkdirTemp("", "storetopic-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(d)
+				dir = d
+			}
+			return steady(brokers, *steadyRate, *steadySecs, dim, parts, dir)
+		}
+	}
 	if err := run(*brokers, *n, *dim, *parts, *dir); err != nil {
 		fmt.Fprintln(os.Stderr, "storetopic:", err)
 		os.Exit(1)
