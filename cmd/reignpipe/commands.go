@@ -37,6 +37,8 @@ func commands() []command {
 			synopsis: "--data DIR [--format auto|beir|loco|dapfam] [--subset NAME|all] [--view V] [--split test] [--k N] [--keep-self] [--out DIR] [--checkpoint DIR] PIPELINE.yaml", run: cmdEval},
 		{name: "train", summary: "train REIGN over the cached chunk embeddings",
 			synopsis: "--data BEIR_DIR --out DIR [--size small-l2] [--epochs 50] [--seed 42] [--loss cosine3|infonce] [--self-supervised] PIPELINE.yaml [-- TRAINER FLAGS]", run: cmdTrain},
+		{name: "tune", summary: "adapt REIGN to the cached corpus; promote it only when it beats the mean-pool on held-out documents",
+			synopsis: "--out DIR [--size SIZE] [--epochs 50] [--seed 42] [--val-pct 10] [--test-pct 10] [--apply] PIPELINE.yaml [-- TRAINER FLAGS]", run: cmdTune},
 		{name: "reaggregate", summary: "rebuild every document vector from the chunk cache",
 			synopsis: "--out DIR [--checkpoint DIR] PIPELINE.yaml", run: cmdReaggregate},
 		{name: "verify", summary: "check the chunk cache, vector outputs and state folder; --repair fixes what the next run can heal (stop the pipeline first)",

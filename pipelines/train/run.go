@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -123,7 +122,7 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (*Summary, error
 	sum.IndexWindows = windows
 	sum.EncodeSeconds = time.Since(start).Seconds()
 
-	args := []string{"-m", "reigntrain",
+	args := []string{
 		"--shards", filepath.Join(cfg.Cache.Dir, "shards"), "--sequences", sum.Sequences,
 		"--data", o.Data, "--out", o.Out, "--size", o.Size, "--epochs", strconv.Itoa(o.Epochs),
 		"--seed", strconv.Itoa(o.Seed), "--loss", o.Loss, "--gn-name", cfg.GN.Name, "--expect-fingerprint", fp}
@@ -131,18 +130,9 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (*Summary, error
 		args = append(args, "--self-supervised")
 	}
 	args = append(args, o.Extra...)
-	cmd := exec.CommandContext(ctx, py, args...)
-	cmd.Env = append(os.Environ(), "PYTHONPATH="+JoinPath(dir, os.Getenv("PYTHONPATH")), "PYTHONUNBUFFERED=1")
-	cmd.Stdout, cmd.Stderr = o.Stdout, o.Stderr
-	// On Ctrl-C the trainer gets SIGINT, finishes its line and exits; a hung one is killed.
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = 30 * time.Second
 	start = time.Now()
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, fmt.Errorf("trainer (%s -m reigntrain, PYTHONPATH=%s): %w", py, dir, err)
+	if err := RunTrainer(ctx, py, dir, args, o.Stdout, o.Stderr); err != nil {
+		return nil, err
 	}
 	sum.TrainSeconds = time.Since(start).Seconds()
 	b, _ := json.MarshalIndent(sum, "", "  ")

@@ -5,28 +5,17 @@
 package train
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
-
-	"github.com/reignpipe/reignpipe/internal/atomicfile"
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/bench/beir"
 	"github.com/reignpipe/reignpipe/pipelines/parts"
-	"github.com/reignpipe/reignpipe/schemas"
 )
 
 // How `reignpipe train` finds the trainer and its interpreter, and the index it writes.
@@ -98,21 +87,7 @@ func ExportSequences(cfg *pipelines.Config, ds *beir.Dataset, path string) (fing
 	defer func() { err = errors.Join(err, pp.Close()) }()
 	cache, fp, dim := pp.Cache, pp.GN.Fingerprint, pp.GN.Dim
 
-	meta := map[string]string{
-		schemas.MetaGNFingerprint: fp, schemas.MetaK: strconv.Itoa(cfg.Chunking.K),
-		schemas.MetaS: strconv.Itoa(cfg.Chunking.S), schemas.MetaDim: strconv.Itoa(dim),
-	}
-	sc := arrow.NewSchema([]arrow.Field{
-		{Name: "doc_id", Type: arrow.BinaryTypes.String},
-		{Name: "side", Type: arrow.BinaryTypes.String},
-		{Name: "keys", Type: arrow.ListOf(arrow.PrimitiveTypes.Uint64)},
-	}, func() *arrow.Metadata { m := arrow.MetadataFrom(meta); return &m }())
-	mem := memory.DefaultAllocator
-	b := array.NewRecordBuilder(mem, sc)
-	defer b.Release()
-	ids, sides := b.Field(0).(*array.StringBuilder), b.Field(1).(*array.StringBuilder)
-	lb := b.Field(2).(*array.ListBuilder)
-	kb := lb.ValueBuilder().(*array.Uint64Builder)
+	var seqs []Sequence
 	add := func(side, id string) error {
 		m, ok, err := cache.Manifest(side + ":" + id)
 		if err != nil {
@@ -121,11 +96,7 @@ func ExportSequences(cfg *pipelines.Config, ds *beir.Dataset, path string) (fing
 		if !ok || len(m.Keys) == 0 {
 			return fmt.Errorf("train: document %s:%s has no manifest in the cache after encoding", side, id)
 		}
-		ids.Append(id)
-		sides.Append(side)
-		lb.Append(true)
-		kb.AppendValues(m.Keys, nil)
-		windows += int64(len(m.Keys))
+		seqs = append(seqs, Sequence{DocID: id, Side: side, Keys: m.Keys})
 		return nil
 	}
 	for _, d := range ds.Corpus {
@@ -138,23 +109,7 @@ func ExportSequences(cfg *pipelines.Config, ds *beir.Dataset, path string) (fing
 			return "", 0, err
 		}
 	}
-	rec := b.NewRecordBatch()
-	defer rec.Release()
-	var buf bytes.Buffer
-	fw, err := pqarrow.NewFileWriter(sc, &buf,
-		parquet.NewWriterProperties(parquet.WithAllocator(mem), parquet.WithCompression(compress.Codecs.Zstd)),
-		pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(mem)))
-	if err != nil {
-		return "", 0, err
-	}
-	if err := fw.Write(rec); err != nil {
-		_ = fw.Close()
-		return "", 0, err
-	}
-	if err := fw.Close(); err != nil {
-		return "", 0, err
-	}
-	if err := atomicfile.Write(path, buf.Bytes()); err != nil {
+	if windows, err = WriteSequences(path, Space{Fingerprint: fp, K: cfg.Chunking.K, S: cfg.Chunking.S, Dim: dim}, seqs); err != nil {
 		return "", 0, err
 	}
 	return fp, windows, nil

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/train"
+	"github.com/reignpipe/reignpipe/pipelines/tune"
+)
+
+// cmdTune adapts REIGN to the corpus in a pipeline's chunk cache and promotes it only when it
+// beats the mean-pool on held-out documents (pipelines/tune). Arguments after "--" go to the
+// trainer as they are.
+func cmdTune(ctx context.Context, args []string) error {
+	var extra []string
+	for i, a := range args {
+		if a == "--" {
+			args, extra = args[:i], args[i+1:]
+			break
+		}
+	}
+	fs := newFlagSet("tune", args)
+	o := tune.Options{Stdout: os.Stdout, Stderr: os.Stderr, Extra: extra}
+	fs.StringVar(&o.Out, "out", "", "output directory: tune-summary.json, train/, checkpoint/ when promoted")
+	fs.StringVar(&o.Size, "size", "", fmt.Sprintf("REIGN size: %s (default: small-l2 below %d training documents, else base-l3)",
+		strings.Join(train.Sizes, ", "), tune.BaseL3From))
+	fs.IntVar(&o.Epochs, "epochs", 50, "training epochs (the best on validation is kept)")
+	fs.IntVar(&o.Seed, "seed", 42, "seed of the document split and of training")
+	fs.IntVar(&o.ValPct, "val-pct", 10, "percent of documents for validation")
+	fs.IntVar(&o.TestPct, "test-pct", 10, "percent of documents for the test that decides promotion")
+	fs.BoolVar(&o.Apply, "apply", false, "when promoted, re-aggregate the cached corpus with the checkpoint into DIR/vectors (Parquet)")
+	fs.StringVar(&o.Python, "python", "", "trainer interpreter (default $"+train.EnvPython+", else $REIGNPIPE_HOME/venv-train/bin/python)")
+	fs.StringVar(&o.TrainerDir, "trainer-dir", "", "directory holding reigntrain/ (default $"+train.EnvDir+", else ops/train of this checkout)")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || o.Out == "" {
+		return usageError("tune", "--out and one pipeline file are required")
+	}
+	cfg, err := pipelines.Load(pos[0])
+	if err != nil {
+		return err
+	}
+	sum, err := tune.Run(ctx, cfg, o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Stdout, "tune: %d cached documents, %d with %d+ windows: %d train, %d val, %d test; GN windows embedded: %d\n",
+		sum.Documents, sum.Usable, sum.MinWindows, sum.Splits[tune.Train], sum.Splits[tune.Val], sum.Splits[tune.Test], sum.GNWindows)
+	fmt.Fprintf(o.Stdout, "tune: REIGN %s (%s), %d epochs in %.1fs, best epoch %d\n", sum.Size, sum.SizeRule, sum.Epochs, sum.TrainSeconds, sum.BestEpoch)
+	if f := sum.Figures; f != nil {
+		fmt.Fprintf(o.Stdout, "tune: test halves (%d queries) nDCG@10 mean-pool %.4f, REIGN %.4f, diff %+.4f [%+.4f, %+.4f], p %.4f\n",
+			sum.TestQueries, f.MeanPool, f.REIGN, f.Diff, f.CILow, f.CIHigh, f.PValue)
+	}
+	fmt.Fprintf(o.Stdout, "tune: %s\n", sum.Reason)
+	if sum.Promoted {
+		fmt.Fprintf(o.Stdout, "tune: checkpoint %s; to use it set aggregate: {type: reign, checkpoint: %s}\n", sum.Checkpoint, sum.Checkpoint)
+	}
+	if sum.Applied != "" {
+		fmt.Fprintf(o.Stdout, "tune: --apply wrote %d document vectors to %s (the configured sinks are not written by tune)\n", sum.ApplyRun.Written, sum.Applied)
+	} else if o.Apply {
+		fmt.Fprintln(o.Stdout, "tune: --apply: nothing re-aggregated, the mean-pool stays")
+	}
+	fmt.Fprintf(o.Stdout, "tune: summary %s\n", filepath.Join(o.Out, "tune-summary.json"))
+	return nil
+}
