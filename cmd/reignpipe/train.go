@@ -14,13 +14,7 @@ import (
 // cmdTrain trains REIGN on a dataset's cached chunk embeddings (pipelines/train). Arguments
 // after "--" go to the trainer as they are (python -m reigntrain --help).
 func cmdTrain(ctx context.Context, args []string) error {
-	var extra []string
-	for i, a := range args {
-		if a == "--" {
-			args, extra = args[:i], args[i+1:]
-			break
-		}
-	}
+	args, extra := trainerArgs(args)
 	fs := newFlagSet("train", args)
 	o := train.Options{Stdout: os.Stdout, Stderr: os.Stderr, Extra: extra, Encode: encodeInProcess}
 	fs.StringVar(&o.Data, "data", "", "BEIR-layout directory: corpus.jsonl, queries.jsonl, qrels/{train,val,test}.tsv")
@@ -53,4 +47,14 @@ func cmdTrain(ctx context.Context, args []string) error {
 		sum.Epochs, sum.TrainSeconds, sum.IndexWindows, sum.Corpus+sum.Queries)
 	fmt.Fprintf(o.Stdout, "checkpoints: %s, %s\n", filepath.Join(o.Out, "best"), filepath.Join(o.Out, "last"))
 	return nil
+}
+
+// trainerArgs splits a command line at "--": what follows goes to the trainer as it is.
+func trainerArgs(args []string) (own, extra []string) {
+	for i, a := range args {
+		if a == "--" {
+			return args[:i], args[i+1:]
+		}
+	}
+	return args, nil
 }

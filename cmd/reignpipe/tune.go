@@ -16,13 +16,7 @@ import (
 // beats the mean-pool on held-out documents (pipelines/tune). Arguments after "--" go to the
 // trainer as they are.
 func cmdTune(ctx context.Context, args []string) error {
-	var extra []string
-	for i, a := range args {
-		if a == "--" {
-			args, extra = args[:i], args[i+1:]
-			break
-		}
-	}
+	args, extra := trainerArgs(args)
 	fs := newFlagSet("tune", args)
 	o := tune.Options{Stdout: os.Stdout, Stderr: os.Stderr, Extra: extra}
 	fs.StringVar(&o.Out, "out", "", "output directory: tune-summary.json, train/, checkpoint/ when promoted")

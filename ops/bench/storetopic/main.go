@@ -80,12 +80,8 @@ func run(brokers string, n, dim, parts int, dir string) error {
 		dir = d
 	}
 	cc := kafkaclient.ClientConfig{Brokers: []string{brokers}}
-	prefix := fmt.Sprintf("bench-store-%d", time.Now().UnixNano())
-	topics := replica.Topics{Windows: prefix + ".windows", Manifests: prefix + ".manifests"}
-	conf := map[string]string{"cleanup.policy": "compact"}
-	if err := kafkaclient.EnsureTopics(ctx, cc,
-		kafkaclient.TopicSpec{Name: topics.Windows, Partitions: parts, ReplicationFactor: 1, Config: conf},
-		kafkaclient.TopicSpec{Name: topics.Manifests, Partitions: parts, ReplicationFactor: 1, Config: conf}); err != nil {
+	topics, err := newTopics(ctx, cc, "bench-store", parts)
+	if err != nil {
 		return err
 	}
 	sp := replica.Space{Fingerprint: "bench-fingerprint", Dim: dim, K: 512, S: 512}
@@ -213,4 +209,14 @@ func run(brokers string, n, dim, parts int, dir string) error {
 		float64(n)/produce.Seconds(), float64(n)/direct.Seconds(), mb/direct.Seconds(), float64(n)/fetch.Seconds(),
 		float64(n)/mat.Seconds(), mb/mat.Seconds(), mat.Seconds()/direct.Seconds(), runtime.NumCPU())
 	return nil
+}
+
+// newTopics creates a fresh pair of compacted store topics named after prefix and the time.
+func newTopics(ctx context.Context, cc kafkaclient.ClientConfig, prefix string, parts int) (replica.Topics, error) {
+	name := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano())
+	topics := replica.Topics{Windows: name + ".windows", Manifests: name + ".manifests"}
+	conf := map[string]string{"cleanup.policy": "compact"}
+	return topics, kafkaclient.EnsureTopics(ctx, cc,
+		kafkaclient.TopicSpec{Name: topics.Windows, Partitions: parts, ReplicationFactor: 1, Config: conf},
+		kafkaclient.TopicSpec{Name: topics.Manifests, Partitions: parts, ReplicationFactor: 1, Config: conf})
 }

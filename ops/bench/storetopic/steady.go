@@ -21,12 +21,8 @@ import (
 func steady(brokers string, rate int, secs float64, dim, parts int, dir string) error {
 	ctx := context.Background()
 	cc := kafkaclient.ClientConfig{Brokers: []string{brokers}}
-	prefix := fmt.Sprintf("bench-steady-%d", time.Now().UnixNano())
-	topics := replica.Topics{Windows: prefix + ".windows", Manifests: prefix + ".manifests"}
-	conf := map[string]string{"cleanup.policy": "compact"}
-	if err := kafkaclient.EnsureTopics(ctx, cc,
-		kafkaclient.TopicSpec{Name: topics.Windows, Partitions: parts, ReplicationFactor: 1, Config: conf},
-		kafkaclient.TopicSpec{Name: topics.Manifests, Partitions: parts, ReplicationFactor: 1, Config: conf}); err != nil {
+	topics, err := newTopics(ctx, cc, "bench-steady", parts)
+	if err != nil {
 		return err
 	}
 	sp := replica.Space{Fingerprint: "bench-fingerprint", Dim: dim, K: 512, S: 512}
