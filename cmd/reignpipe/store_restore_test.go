@@ -16,6 +16,7 @@ import (
 
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
+	"github.com/reignpipe/reignpipe/internal/kafka/kafkaadmin"
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/launch"
 	"github.com/reignpipe/reignpipe/pipelines/replica"
@@ -65,10 +66,10 @@ func TestStoreCompactMaterializeRestore(t *testing.T) {
 	if k.Partitions == 5 {
 		t.Fatal("the raw topic must differ from transport.kafka.partitions")
 	}
-	if err := kafkaclient.EnsureTopics(ctx, cc,
-		kafkaclient.TopicSpec{Name: k.RawTopic(), Partitions: 5, ReplicationFactor: 1},
-		kafkaclient.TopicSpec{Name: k.WindowsTopic(), Partitions: k.Partitions, ReplicationFactor: 1, Config: eager(wBatch)},
-		kafkaclient.TopicSpec{Name: k.ManifestsTopic(), Partitions: k.Partitions, ReplicationFactor: 1, Config: eager(mBatch)}); err != nil {
+	if err := kafkaadmin.EnsureTopics(ctx, cc,
+		kafkaadmin.TopicSpec{Name: k.RawTopic(), Partitions: 5, ReplicationFactor: 1},
+		kafkaadmin.TopicSpec{Name: k.WindowsTopic(), Partitions: k.Partitions, ReplicationFactor: 1, Config: eager(wBatch)},
+		kafkaadmin.TopicSpec{Name: k.ManifestsTopic(), Partitions: k.Partitions, ReplicationFactor: 1, Config: eager(mBatch)}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -1,7 +1,8 @@
-// Package kafka is the Kafka client layer of the distributed mode, on segmentio/kafka-go:
-// topic creation, a producer that splits large logical messages into fragments so that no
-// record exceeds the broker's size limit, and a consumer-group reader that reassembles them and
-// commits, per partition, only the contiguous prefix of records its owner has acked.
+// Package kafka is the Kafka client layer of the distributed mode, on segmentio/kafka-go: a
+// producer that splits large logical messages into fragments so that no record exceeds the
+// broker's size limit, and a consumer-group reader that reassembles them and commits, per
+// partition, only the contiguous prefix of records its owner has acked. Topics are created by
+// package kafkaadmin.
 //
 // Delivery is at-least-once end to end. The producer retries whole batches, so records can be
 // duplicated; the consumer re-reads everything after the last commit when a partition moves to
@@ -48,49 +49,52 @@ const dialTimeout = 10 * time.Second
 // Validate checks the addresses and loads the TLS files, so a bad path or mechanism fails at
 // startup rather than on the first connection. It does not connect.
 func (c ClientConfig) Validate() error {
-	_, err := c.resolve()
+	_, err := c.Resolve()
 	return err
 }
 
-type resolvedClient struct {
+// Resolved is a ClientConfig whose addresses are checked and whose TLS files and SASL
+// mechanism are loaded, ready to connect with (Resolve).
+type Resolved struct {
 	brokers  []string
 	clientID string
 	tls      *tls.Config
 	sasl     sasl.Mechanism
 }
 
-func (c ClientConfig) resolve() (resolvedClient, error) {
+// Resolve checks the addresses and loads the TLS files and SASL mechanism, without connecting.
+func (c ClientConfig) Resolve() (Resolved, error) {
 	if len(c.Brokers) == 0 {
-		return resolvedClient{}, errors.New("kafka: no brokers configured")
+		return Resolved{}, errors.New("kafka: no brokers configured")
 	}
 	for _, b := range c.Brokers {
 		host, port, err := net.SplitHostPort(b)
 		if err != nil {
-			return resolvedClient{}, fmt.Errorf("kafka: broker address %q: %w", b, err)
+			return Resolved{}, fmt.Errorf("kafka: broker address %q: %w", b, err)
 		}
 		if host == "" {
-			return resolvedClient{}, fmt.Errorf("kafka: broker address %q has no host", b)
+			return Resolved{}, fmt.Errorf("kafka: broker address %q has no host", b)
 		}
 		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
-			return resolvedClient{}, fmt.Errorf("kafka: broker address %q: port must be a number in 1..65535", b)
+			return Resolved{}, fmt.Errorf("kafka: broker address %q: port must be a number in 1..65535", b)
 		}
 	}
-	r := resolvedClient{brokers: append([]string(nil), c.Brokers...), clientID: c.ClientID}
+	r := Resolved{brokers: append([]string(nil), c.Brokers...), clientID: c.ClientID}
 	if r.clientID == "" {
 		r.clientID = defaultClientID
 	}
 	var err error
 	if r.tls, err = c.TLS.build(); err != nil {
-		return resolvedClient{}, err
+		return Resolved{}, err
 	}
 	if r.sasl, err = c.SASL.build(); err != nil {
-		return resolvedClient{}, err
+		return Resolved{}, err
 	}
 	return r, nil
 }
 
 // dialer is what kafka-go's Conn-based parts (readers, consumer groups) connect with.
-func (r resolvedClient) dialer() *kafka.Dialer {
+func (r Resolved) dialer() *kafka.Dialer {
 	return &kafka.Dialer{
 		ClientID:      r.clientID,
 		Timeout:       dialTimeout,
@@ -101,9 +105,12 @@ func (r resolvedClient) dialer() *kafka.Dialer {
 	}
 }
 
-// transport is what kafka-go's Writer and Client connect with. It pools connections: the
+// Brokers are the bootstrap addresses, "host:port"; the caller must not change the slice.
+func (r Resolved) Brokers() []string { return r.brokers }
+
+// Transport is what kafka-go's Writer and Client connect with. It pools connections: the
 // owner calls CloseIdleConnections when done.
-func (r resolvedClient) transport() *kafka.Transport {
+func (r Resolved) Transport() *kafka.Transport {
 	return &kafka.Transport{
 		ClientID:    r.clientID,
 		DialTimeout: dialTimeout,
@@ -117,10 +124,10 @@ func (r resolvedClient) transport() *kafka.Transport {
 // ErrClosed is returned by calls on a closed Producer or Consumer.
 var ErrClosed = errors.New("kafka: closed")
 
-// transient reports whether err is worth retrying: the broker may come back, a leader may be
+// Transient reports whether err is worth retrying: the broker may come back, a leader may be
 // elected, a topic just created may become visible. Anything else (authorization, a record
 // over the size limit, a bad configuration) fails fast because retrying cannot fix it.
-func transient(err error) bool {
+func Transient(err error) bool {
 	if err == nil {
 		return false
 	}
@@ -131,7 +138,7 @@ func transient(err error) bool {
 			if e == nil {
 				continue
 			}
-			if !transient(e) {
+			if !Transient(e) {
 				return false
 			}
 			seen = true
@@ -236,9 +243,9 @@ const (
 	backoffMax = 5 * time.Second
 )
 
-// backoff is the wait before retry attempt n (1-based): exponential from backoffMin to
+// Backoff is the wait before retry attempt n (1-based): exponential from backoffMin to
 // backoffMax, with jitter so that clients that failed together do not retry together.
-func backoff(n int) time.Duration {
+func Backoff(n int) time.Duration {
 	d := backoffMin
 	for i := 1; i < n && d < backoffMax; i++ {
 		d *= 2
@@ -246,8 +253,8 @@ func backoff(n int) time.Duration {
 	return min(d+rand.N(d/4+1), backoffMax)
 }
 
-// sleep waits d or until ctx ends, reporting whether the full wait happened.
-func sleep(ctx context.Context, d time.Duration) bool {
+// Sleep waits d or until ctx ends, reporting whether the full wait happened.
+func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

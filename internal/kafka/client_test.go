@@ -48,7 +48,7 @@ func TestTransient(t *testing.T) {
 		{"certificate for another name", &tls.CertificateVerificationError{Err: x509.HostnameError{Host: "kafka.example"}}, false},
 	}
 	for _, tc := range cases {
-		if got := transient(tc.err); got != tc.want {
+		if got := Transient(tc.err); got != tc.want {
 			t.Errorf("%s: transient = %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -58,15 +58,15 @@ func TestBackoff(t *testing.T) {
 	prevMax := time.Duration(0)
 	for n := 1; n <= 12; n++ {
 		for range 50 {
-			d := backoff(n)
+			d := Backoff(n)
 			if d < backoffMin || d > backoffMax {
-				t.Fatalf("backoff(%d) = %v outside [%v, %v]", n, d, backoffMin, backoffMax)
+				t.Fatalf("Backoff(%d) = %v outside [%v, %v]", n, d, backoffMin, backoffMax)
 			}
 			prevMax = max(prevMax, d)
 		}
 	}
-	if backoff(1) > backoffMin*5/4 {
-		t.Fatalf("first backoff %v, want about %v", backoff(1), backoffMin)
+	if Backoff(1) > backoffMin*5/4 {
+		t.Fatalf("first backoff %v, want about %v", Backoff(1), backoffMin)
 	}
 	if prevMax < backoffMax*3/4 {
 		t.Fatalf("backoff never grew past %v", prevMax)
@@ -144,34 +144,6 @@ func TestConsumerOptions(t *testing.T) {
 	}
 	if _, err := NewConsumer(ClientConfig{}, o); err == nil {
 		t.Fatal("consumer accepted a config without brokers")
-	}
-}
-
-func TestEnsureTopicsValidates(t *testing.T) {
-	cfg := ClientConfig{Brokers: []string{"127.0.0.1:9"}}
-	ctx := context.Background()
-	for _, tc := range []struct {
-		spec TopicSpec
-		want string
-	}{
-		{TopicSpec{Name: "", Partitions: 1, ReplicationFactor: 1}, "invalid topic"},
-		{TopicSpec{Name: "t/x", Partitions: 1, ReplicationFactor: 1}, "invalid topic"},
-		{TopicSpec{Name: "..", Partitions: 1, ReplicationFactor: 1}, "invalid topic"},
-		{TopicSpec{Name: strings.Repeat("x", 250), Partitions: 1, ReplicationFactor: 1}, "invalid topic"},
-		{TopicSpec{Name: "t", Partitions: 0, ReplicationFactor: 1}, "partitions"},
-		{TopicSpec{Name: "t", Partitions: 1, ReplicationFactor: 0}, "replication"},
-		{TopicSpec{Name: "t", Partitions: 1, ReplicationFactor: 1, Config: map[string]string{"": "x"}}, "config key"},
-	} {
-		if err := EnsureTopics(ctx, cfg, tc.spec); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%+v: error %v, want one containing %q", tc.spec, err, tc.want)
-		}
-	}
-	s := TopicSpec{Name: "t", Partitions: 1, ReplicationFactor: 1}
-	if err := EnsureTopics(ctx, cfg, s, s); err == nil || !strings.Contains(err.Error(), "twice") {
-		t.Errorf("duplicate spec: %v", err)
-	}
-	if err := EnsureTopics(ctx, ClientConfig{}, s); err == nil {
-		t.Error("EnsureTopics accepted a config without brokers")
 	}
 }
 

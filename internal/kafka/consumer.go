@@ -60,7 +60,7 @@ func (o *ConsumerOptions) setDefaults() error {
 	}
 	seen := make(map[string]bool, len(o.Topics))
 	for _, t := range o.Topics {
-		if err := validTopicName(t); err != nil {
+		if err := ValidTopicName(t); err != nil {
 			return err
 		}
 		if seen[t] {
@@ -126,7 +126,7 @@ type ConsumerStats struct {
 type Consumer struct {
 	opts   ConsumerOptions
 	log    *slog.Logger
-	rc     resolvedClient
+	rc     Resolved
 	dialer *kafka.Dialer
 	gcfg   kafka.ConsumerGroupConfig
 	tr     offsets.Tracker
@@ -154,7 +154,7 @@ type Consumer struct {
 //
 // Partitions added to a topic while the group runs are read from the next rebalance on.
 func NewConsumer(cfg ClientConfig, o ConsumerOptions) (*Consumer, error) {
-	rc, err := cfg.resolve()
+	rc, err := cfg.Resolve()
 	if err != nil {
 		return nil, err
 	}
@@ -322,7 +322,7 @@ func (c *Consumer) readPartition(ctx context.Context, p *offsets.Partition, off 
 			}
 			attempt++
 			log.Warn("kafka consumer: fetch failed; retrying", "offset", next, "attempt", attempt, "err", err)
-			if !sleep(ctx, backoff(attempt)) {
+			if !Sleep(ctx, Backoff(attempt)) {
 				return
 			}
 			continue
@@ -374,7 +374,7 @@ func (c *Consumer) resolveStart(ctx context.Context, tp offsets.TopicPartition, 
 			return 0, false
 		}
 		log.Warn("kafka consumer: reading the partition's offsets failed; retrying", "attempt", attempt, "err", err)
-		if !sleep(ctx, backoff(attempt)) {
+		if !Sleep(ctx, Backoff(attempt)) {
 			return 0, false
 		}
 	}
@@ -468,11 +468,11 @@ func (c *Consumer) Commit(ctx context.Context) error {
 			c.log.Info("kafka consumer: commit refused, the generation ended; the records will be read again",
 				"group", c.opts.Group, "generation", g.ID, "err", err)
 			return nil
-		case !transient(err):
+		case !Transient(err):
 			return fmt.Errorf("kafka consumer: committing offsets of group %s: %w", c.opts.Group, err)
 		}
 		c.log.Warn("kafka consumer: commit failed; retrying", "group", c.opts.Group, "attempt", attempt, "err", err)
-		if !sleep(ctx, backoff(attempt)) {
+		if !Sleep(ctx, Backoff(attempt)) {
 			return ctx.Err()
 		}
 	}

@@ -81,7 +81,7 @@ var compressionCodecs = map[string]kafka.Compression{
 }
 
 func (o *ProducerOptions) setDefaults() error {
-	if err := validTopicName(o.Topic); err != nil {
+	if err := ValidTopicName(o.Topic); err != nil {
 		return err
 	}
 	if o.MaxRecordBytes < 0 || o.BatchBytes < 0 || o.RetryTimeout < 0 {
@@ -148,14 +148,14 @@ type pendingMsg struct {
 
 // NewProducer checks cfg and o and sets up the writer; it does not connect until data flows.
 func NewProducer(cfg ClientConfig, o ProducerOptions) (*Producer, error) {
-	rc, err := cfg.resolve()
+	rc, err := cfg.Resolve()
 	if err != nil {
 		return nil, err
 	}
 	if err := o.setDefaults(); err != nil {
 		return nil, err
 	}
-	tr := rc.transport()
+	tr := rc.Transport()
 	w := &kafka.Writer{
 		Addr:         kafka.TCP(rc.brokers...),
 		Topic:        o.Topic,
@@ -318,7 +318,7 @@ func (p *Producer) write(ctx context.Context, batch []pendingMsg) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if !transient(err) {
+		if !Transient(err) {
 			return fmt.Errorf("kafka producer: writing %d records to %s: %w", len(recs), p.opts.Topic, err)
 		}
 		// A topic that was just created can be unknown to a broker for a moment; one that stays
@@ -337,11 +337,11 @@ func (p *Producer) write(ctx context.Context, batch []pendingMsg) error {
 			return fmt.Errorf("kafka producer: writing %d records to %s: still failing after %s: %w",
 				len(recs), p.opts.Topic, p.opts.RetryTimeout, err)
 		}
-		wait := min(backoff(attempt), remaining)
+		wait := min(Backoff(attempt), remaining)
 		p.retries.Add(1)
 		p.log.Warn("kafka producer: write failed; retrying the batch", "topic", p.opts.Topic,
 			"records", len(recs), "attempt", attempt, "wait", wait, "err", firstError(err))
-		if !sleep(ctx, wait) {
+		if !Sleep(ctx, wait) {
 			return ctx.Err()
 		}
 	}

@@ -423,8 +423,8 @@ func TestLargeMessageFragmented(t *testing.T) {
 // committedOffset asks the broker for the group's committed offset (-1 when none).
 func committedOffset(t *testing.T, cfg ClientConfig, group, topic string, partition int) int64 {
 	t.Helper()
-	rc, _ := cfg.resolve()
-	tr := rc.transport()
+	rc, _ := cfg.Resolve()
+	tr := rc.Transport()
 	defer tr.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(rc.brokers...), Transport: tr}
 	resp, err := client.OffsetFetch(context.Background(), &kafka.OffsetFetchRequest{

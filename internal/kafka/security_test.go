@@ -120,14 +120,14 @@ func TestResolvedClient(t *testing.T) {
 		Brokers: []string{"h:1"},
 		TLS:     &TLSConfig{CAFile: cert, CertFile: cert, KeyFile: key, ServerName: "broker.test"},
 		SASL:    &SASLConfig{Mechanism: "SCRAM-SHA-512", Username: "u", Password: "p"},
-	}.resolve()
+	}.Resolve()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rc.clientID != "reignpipe" {
 		t.Errorf("client id %q, want the default", rc.clientID)
 	}
-	d, tr := rc.dialer(), rc.transport()
+	d, tr := rc.dialer(), rc.Transport()
 	if d.TLS == nil || d.TLS.RootCAs == nil || len(d.TLS.Certificates) != 1 || d.TLS.ServerName != "broker.test" {
 		t.Errorf("dialer TLS not built from the files: %+v", d.TLS)
 	}

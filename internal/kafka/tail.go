@@ -59,7 +59,7 @@ type Tail struct {
 
 // NewTail looks up the topics' partitions and starts reading them.
 func NewTail(ctx context.Context, cfg ClientConfig, o TailOptions) (*Tail, error) {
-	rc, err := cfg.resolve()
+	rc, err := cfg.Resolve()
 	if err != nil {
 		return nil, err
 	}
@@ -90,11 +90,11 @@ func NewTail(ctx context.Context, cfg ClientConfig, o TailOptions) (*Tail, error
 
 // Partitions lists the partitions of the topics, sorted.
 func Partitions(ctx context.Context, cfg ClientConfig, topics ...string) ([]TP, error) {
-	rc, err := cfg.resolve()
+	rc, err := cfg.Resolve()
 	if err != nil {
 		return nil, err
 	}
-	tr := rc.transport()
+	tr := rc.Transport()
 	defer tr.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(rc.brokers...), Transport: tr, Timeout: 30 * time.Second}
 	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
@@ -122,7 +122,7 @@ func Partitions(ctx context.Context, cfg ClientConfig, topics ...string) ([]TP, 
 // EndOffsets returns the high watermark (the offset the next record will get) of every
 // partition of the topics: what "caught up" means at the moment it is asked.
 func EndOffsets(ctx context.Context, cfg ClientConfig, topics ...string) (map[TP]int64, error) {
-	rc, err := cfg.resolve()
+	rc, err := cfg.Resolve()
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +130,7 @@ func EndOffsets(ctx context.Context, cfg ClientConfig, topics ...string) (map[TP
 	if err != nil {
 		return nil, err
 	}
-	tr := rc.transport()
+	tr := rc.Transport()
 	defer tr.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(rc.brokers...), Transport: tr, Timeout: 30 * time.Second}
 	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
@@ -183,7 +183,7 @@ func (t *Tail) Close() {
 	t.wg.Wait()
 }
 
-func (t *Tail) read(ctx context.Context, rc resolvedClient, dialer *kafka.Dialer, tp TP, start int64, maxBytes int, log *slog.Logger) {
+func (t *Tail) read(ctx context.Context, rc Resolved, dialer *kafka.Dialer, tp TP, start int64, maxBytes int, log *slog.Logger) {
 	log = log.With("topic", tp.Topic, "partition", tp.Partition)
 	r := kafka.NewReader(kafka.ReaderConfig{
 		Brokers: rc.brokers, Topic: tp.Topic, Partition: tp.Partition, Dialer: dialer,
@@ -220,7 +220,7 @@ func (t *Tail) read(ctx context.Context, rc resolvedClient, dialer *kafka.Dialer
 			}
 			attempt++
 			log.Warn("kafka tail: fetch failed; retrying", "offset", next, "attempt", attempt, "err", err)
-			if !sleep(ctx, backoff(attempt)) {
+			if !Sleep(ctx, Backoff(attempt)) {
 				return
 			}
 			continue

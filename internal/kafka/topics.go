@@ -5,53 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"time"
 
 	kafka "github.com/segmentio/kafka-go"
 )
 
-// TopicSpec is a topic to create if it is missing.
-type TopicSpec struct {
-	Name              string
-	Partitions        int // at least 1
-	ReplicationFactor int // at least 1, at most the number of brokers
-	// Config holds topic-level settings such as "retention.ms" or "cleanup.policy", set when
-	// the topic is created; an existing topic whose value differs is logged and left alone.
-	Config map[string]string
-	// Require lists settings an existing topic must satisfy: one that does not is refused.
-	Require []Requirement
-}
+// Topics are created by package kafkaadmin (EnsureTopics); this package checks their names
+// and waits for them to exist.
 
-// topicsRetryTimeout bounds how long EnsureTopics retries an unreachable cluster or waits for
-// new partitions to get leaders when ctx has no earlier deadline.
-const topicsRetryTimeout = time.Minute
-
-func (s TopicSpec) validate() error {
-	if err := validTopicName(s.Name); err != nil {
-		return err
-	}
-	if s.Partitions < 1 {
-		return fmt.Errorf("kafka: topic %s: partitions must be at least 1, got %d", s.Name, s.Partitions)
-	}
-	if s.ReplicationFactor < 1 || s.ReplicationFactor > 32767 {
-		return fmt.Errorf("kafka: topic %s: replication factor must be in 1..32767, got %d", s.Name, s.ReplicationFactor)
-	}
-	for k := range s.Config {
-		if k == "" {
-			return fmt.Errorf("kafka: topic %s: empty config key", s.Name)
-		}
-	}
-	for _, r := range s.Require {
-		if r.Key == "" || (r.Equal == "" && r.AtLeast <= 0) {
-			return fmt.Errorf("kafka: topic %s: a requirement needs a key and a value", s.Name)
-		}
-	}
-	return nil
-}
-
-// validTopicName applies the broker's rule, so a bad name fails before any connection.
-func validTopicName(name string) error {
+// ValidTopicName applies the broker's rule to a topic name, so a bad name fails before any
+// connection.
+func ValidTopicName(name string) error {
 	if name == "" || name == "." || name == ".." || len(name) > 249 {
 		return fmt.Errorf("kafka: invalid topic name %q", name)
 	}
@@ -64,153 +28,6 @@ func validTopicName(name string) error {
 	return nil
 }
 
-// EnsureTopics creates those of specs that do not exist and returns once every listed topic
-// exists with a leader for each partition, so producers and consumers can use them at once.
-// Existing topics are left as they are: a partition count or a Config value that differs from
-// the spec is logged at Info on slog.Default (the topic's data and keys' partitions would move
-// if it were changed here), and a topic that breaks a Requirement is refused (ConfigError). It
-// blocks on the cluster and retries transient failures (broker unreachable, controller moving)
-// until ctx ends or a minute passes; other errors, such as a rejected config or replication
-// factor, a failed authentication or an untrusted certificate, are returned at once.
-func EnsureTopics(ctx context.Context, cfg ClientConfig, specs ...TopicSpec) error {
-	rc, err := cfg.resolve()
-	if err != nil {
-		return err
-	}
-	byName := make(map[string]TopicSpec, len(specs))
-	for _, s := range specs {
-		if err := s.validate(); err != nil {
-			return err
-		}
-		if _, dup := byName[s.Name]; dup {
-			return fmt.Errorf("kafka: topic %s listed twice", s.Name)
-		}
-		byName[s.Name] = s
-	}
-	if len(specs) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, topicsRetryTimeout)
-	defer cancel()
-	tr := rc.transport()
-	defer tr.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(rc.brokers...), Transport: tr, Timeout: 30 * time.Second}
-	names := make([]string, 0, len(byName))
-	for n := range byName {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-
-	created, checked := false, false
-	started, lastLog := time.Now(), time.Time{}
-	for attempt := 1; ; attempt++ {
-		missing, leaderless, err := describeTopics(ctx, client, names, byName, !created)
-		if err == nil && len(missing) == 0 && len(leaderless) == 0 {
-			// Settings are read once every topic is there: a topic created just now has its
-			// spec's, and the check then only confirms the broker took them.
-			if err = checkTopicConfigs(ctx, client, names, byName, !checked); err == nil {
-				return nil
-			}
-			checked = true
-		}
-		if err == nil && len(missing) > 0 {
-			err = createTopics(ctx, client, missing, byName)
-			created = true
-		}
-		if err != nil && !transient(err) {
-			return err
-		}
-		if err == nil {
-			err = fmt.Errorf("topics %v have no leader yet", append(missing, leaderless...))
-		}
-		retryLog(ctx, rc.brokers, err, started, &lastLog)
-		if !sleep(ctx, backoff(attempt)) {
-			return gaveUp(ctx, rc.brokers, fmt.Sprintf("ensuring topics %v", names), started, err)
-		}
-	}
-}
-
-// describeTopics reports which topics are missing and which exist but have a partition
-// without a leader (just created, metadata still spreading).
-func describeTopics(ctx context.Context, client *kafka.Client, names []string, specs map[string]TopicSpec, logDiffs bool) (missing, leaderless []string, err error) {
-	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: names})
-	if err != nil {
-		return nil, nil, err
-	}
-	seen := make(map[string]bool, len(names))
-	for _, t := range meta.Topics {
-		if _, ok := specs[t.Name]; !ok {
-			continue
-		}
-		seen[t.Name] = true
-		switch {
-		case errors.Is(t.Error, kafka.UnknownTopicOrPartition):
-			missing = append(missing, t.Name)
-			continue
-		case t.Error != nil && errors.Is(t.Error, kafka.LeaderNotAvailable):
-			leaderless = append(leaderless, t.Name)
-			continue
-		case t.Error != nil:
-			return nil, nil, fmt.Errorf("kafka: metadata of topic %s: %w", t.Name, t.Error)
-		}
-		if len(t.Partitions) == 0 {
-			leaderless = append(leaderless, t.Name)
-			continue
-		}
-		for _, p := range t.Partitions {
-			if p.Leader.Host == "" || p.Error != nil {
-				leaderless = append(leaderless, t.Name)
-				break
-			}
-		}
-		if want := specs[t.Name].Partitions; logDiffs && len(t.Partitions) != want {
-			slog.Info("kafka: topic exists with a different partition count; leaving it as it is",
-				"topic", t.Name, "partitions", len(t.Partitions), "spec", want)
-		}
-	}
-	for _, n := range names {
-		if !seen[n] {
-			missing = append(missing, n)
-		}
-	}
-	return missing, leaderless, nil
-}
-
-func createTopics(ctx context.Context, client *kafka.Client, names []string, specs map[string]TopicSpec) error {
-	req := &kafka.CreateTopicsRequest{}
-	for _, n := range names {
-		s := specs[n]
-		tc := kafka.TopicConfig{Topic: n, NumPartitions: s.Partitions, ReplicationFactor: s.ReplicationFactor}
-		keys := make([]string, 0, len(s.Config))
-		for k := range s.Config {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			tc.ConfigEntries = append(tc.ConfigEntries, kafka.ConfigEntry{ConfigName: k, ConfigValue: s.Config[k]})
-		}
-		req.Topics = append(req.Topics, tc)
-	}
-	resp, err := client.CreateTopics(ctx, req)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, n := range names {
-		e := resp.Errors[n]
-		switch {
-		case e == nil:
-			slog.Info("kafka: created topic", "topic", n, "partitions", specs[n].Partitions,
-				"replication_factor", specs[n].ReplicationFactor)
-		case errors.Is(e, kafka.TopicAlreadyExists):
-			// Another client created it between our metadata request and this one.
-		default:
-			errs = append(errs, fmt.Errorf("kafka: creating topic %s: %w", n, e))
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // topicWait is how long a consumer waits for missing topics to be created, and how long a
 // producer retries a topic the broker does not know. A variable so tests can shorten it.
 var topicWait = time.Minute
@@ -218,8 +35,8 @@ var topicWait = time.Minute
 // awaitTopics returns once every topic in names exists, or fails when one is still missing
 // after topicWait. It asks without allowing the broker to create topics, so a misspelt name
 // fails instead of creating a topic where auto-creation is on.
-func awaitTopics(ctx context.Context, rc resolvedClient, names []string, log *slog.Logger) error {
-	tr := rc.transport()
+func awaitTopics(ctx context.Context, rc Resolved, names []string, log *slog.Logger) error {
+	tr := rc.Transport()
 	defer tr.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(rc.brokers...), Transport: tr, Timeout: 30 * time.Second}
 	var firstMissing time.Time
@@ -245,7 +62,7 @@ func awaitTopics(ctx context.Context, rc resolvedClient, names []string, log *sl
 			}
 		}
 		switch {
-		case err != nil && !transient(err):
+		case err != nil && !Transient(err):
 			return fmt.Errorf("kafka: reading topic metadata: %w", err)
 		case err != nil:
 			log.Warn("kafka: reading topic metadata failed; retrying", "attempt", attempt, "err", err)
@@ -257,7 +74,7 @@ func awaitTopics(ctx context.Context, rc resolvedClient, names []string, log *sl
 			}
 			log.Warn("kafka: waiting for topics to be created", "topics", missing)
 		}
-		if !sleep(ctx, backoff(attempt)) {
+		if !Sleep(ctx, Backoff(attempt)) {
 			return ctx.Err()
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
+	"github.com/reignpipe/reignpipe/internal/kafka/kafkaadmin"
 	"github.com/reignpipe/reignpipe/internal/kafkatest"
 	"github.com/reignpipe/reignpipe/pipelines/replica"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
@@ -48,7 +49,7 @@ func TestManifestBatchesFitTheTopic(t *testing.T) {
 	}
 	defer wp.Close(context.Background())
 	defer mp.Close(context.Background())
-	got, err := kafkaclient.TopicSettings(ctx, client, k.ManifestsTopic(), "max.message.bytes")
+	got, err := kafkaadmin.TopicSettings(ctx, client, k.ManifestsTopic(), "max.message.bytes")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
+	"github.com/reignpipe/reignpipe/internal/kafka/kafkaadmin"
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/stages/chunk"
 )
@@ -109,16 +110,16 @@ func MinInsyncReplicas(rf int) int {
 
 // topicSpecs are the topics a pipeline's stages use, each with the settings reignpipe creates it
 // with. Every stage ensures all of them, so whichever stage starts first creates them alike.
-func topicSpecs(cfg *pipelines.Config) ([]kafkaclient.TopicSpec, error) {
+func topicSpecs(cfg *pipelines.Config) ([]kafkaadmin.TopicSpec, error) {
 	k := cfg.Transport.Kafka
-	spec := func(name string, conf map[string]string) kafkaclient.TopicSpec {
+	spec := func(name string, conf map[string]string) kafkaadmin.TopicSpec {
 		if conf == nil {
 			conf = map[string]string{}
 		}
 		if n := MinInsyncReplicas(k.ReplicationFactor); n > 0 {
 			conf["min.insync.replicas"] = strconv.Itoa(n)
 		}
-		return kafkaclient.TopicSpec{Name: name, Partitions: k.Partitions, ReplicationFactor: k.ReplicationFactor, Config: conf}
+		return kafkaadmin.TopicSpec{Name: name, Partitions: k.Partitions, ReplicationFactor: k.ReplicationFactor, Config: conf}
 	}
 	manifest, err := ManifestMaxBytes(cfg)
 	if err != nil {
@@ -147,7 +148,7 @@ func topicSpecs(cfg *pipelines.Config) ([]kafkaclient.TopicSpec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transport.kafka.chunks_retention: %w", err)
 	}
-	specs := []kafkaclient.TopicSpec{
+	specs := []kafkaadmin.TopicSpec{
 		spec(k.RawTopic(), raw),
 		spec(k.ChunksTopic(), chunks),
 		spec(k.DeadLetterTopic(), nil),
@@ -156,11 +157,11 @@ func topicSpecs(cfg *pipelines.Config) ([]kafkaclient.TopicSpec, error) {
 	}
 	// Settings without which the data is lost or cannot be written refuse an existing topic;
 	// the rest (retention, min.insync.replicas, partition counts) are the operator's choice.
-	specs[3].Require = []kafkaclient.Requirement{
+	specs[3].Require = []kafkaadmin.Requirement{
 		{Key: "cleanup.policy", Equal: "compact", Why: "it is the cluster's store of window embeddings, which delete would empty after retention.ms"},
 		{Key: "max.message.bytes", AtLeast: windowsBatch, Why: "the windows producer sends record batches up to that size (transport.kafka.max_record_bytes and room for more records)"},
 	}
-	specs[4].Require = []kafkaclient.Requirement{
+	specs[4].Require = []kafkaadmin.Requirement{
 		{Key: "cleanup.policy", Equal: "compact", Why: "it is the cluster's store of document manifests, which delete would empty after retention.ms"},
 		{Key: "max.message.bytes", AtLeast: manifestsBatch, Why: fmt.Sprintf("a manifest is one record, one of a document of source.max_doc_bytes=%d can reach %d bytes, and the manifests producer sends record batches up to that size", cfg.Source.MaxDocBytes, manifest)},
 	}
@@ -169,7 +170,7 @@ func topicSpecs(cfg *pipelines.Config) ([]kafkaclient.TopicSpec, error) {
 	for _, s := range cfg.Sinks {
 		if s.Type == "kafka" {
 			v := spec(vectorTopic(k, s), map[string]string{"cleanup.policy": "compact"})
-			v.Require = []kafkaclient.Requirement{{Key: "cleanup.policy", Equal: "compact",
+			v.Require = []kafkaadmin.Requirement{{Key: "cleanup.policy", Equal: "compact",
 				Why: "readers take it as the newest vector of every document, which delete would drop after retention.ms"}}
 			specs = append(specs, v)
 		}
@@ -200,7 +201,7 @@ func EnsureTopics(ctx context.Context, cfg *pipelines.Config, client kafkaclient
 	if err != nil {
 		return err
 	}
-	if err := kafkaclient.EnsureTopics(ctx, client, specs...); err != nil {
+	if err := kafkaadmin.EnsureTopics(ctx, client, specs...); err != nil {
 		return explainKafka(cfg.Transport.Kafka, err)
 	}
 	return checkManifestFits(ctx, cfg, client)
@@ -223,7 +224,7 @@ func checkManifestFits(ctx context.Context, cfg *pipelines.Config, client kafkac
 	if batch <= kafkaDefaultMaxMessageBytes {
 		return nil // within what every broker takes by default
 	}
-	limit, err := kafkaclient.BrokerSetting(ctx, client, "socket.request.max.bytes")
+	limit, err := kafkaadmin.BrokerSetting(ctx, client, "socket.request.max.bytes")
 	if err != nil {
 		return fmt.Errorf("checking that %s can take a manifest of %d bytes: %w", cfg.Transport.Kafka.ManifestsTopic(), bound, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
+	"github.com/reignpipe/reignpipe/internal/kafka/kafkaadmin"
 	"github.com/reignpipe/reignpipe/internal/kafkatest"
 )
 
@@ -19,19 +20,19 @@ func TestEnsurePipelineTopics(t *testing.T) {
 	client := kafkaclient.ClientConfig{Brokers: strings.Split(brokers, ",")}
 	cases := []struct {
 		name   string
-		before []kafkaclient.TopicSpec // made first, as an operator might have; .raw etc. are suffixes
+		before []kafkaadmin.TopicSpec // made first, as an operator might have; .raw etc. are suffixes
 		edit   func(cfg *configEdit)
 		want   []string // in the refusal; none: accepted
 	}{
 		{name: "fresh"},
-		{name: "raw with its own partition count", before: []kafkaclient.TopicSpec{{Name: ".raw", Partitions: 2}, {Name: ".chunks", Partitions: 5}}},
-		{name: "windows not compacted", before: []kafkaclient.TopicSpec{{Name: ".windows", Partitions: 1, Config: map[string]string{"cleanup.policy": "delete"}}},
+		{name: "raw with its own partition count", before: []kafkaadmin.TopicSpec{{Name: ".raw", Partitions: 2}, {Name: ".chunks", Partitions: 5}}},
+		{name: "windows not compacted", before: []kafkaadmin.TopicSpec{{Name: ".windows", Partitions: 1, Config: map[string]string{"cleanup.policy": "delete"}}},
 			want: []string{".windows has cleanup.policy=delete, and reignpipe needs compact", "--add-config cleanup.policy=compact"}},
-		{name: "manifests too small", before: []kafkaclient.TopicSpec{{Name: ".manifests", Partitions: 1, Config: map[string]string{"cleanup.policy": "compact", "max.message.bytes": "100000"}}},
+		{name: "manifests too small", before: []kafkaadmin.TopicSpec{{Name: ".manifests", Partitions: 1, Config: map[string]string{"cleanup.policy": "compact", "max.message.bytes": "100000"}}},
 			want: []string{".manifests has max.message.bytes=100000, and reignpipe needs at least 1048588", "source.max_doc_bytes=33554432 can reach 591888 bytes"}},
-		{name: "vectors with delete", before: []kafkaclient.TopicSpec{{Name: ".vectors", Partitions: 1, Config: map[string]string{"cleanup.policy": "compact,delete"}}},
+		{name: "vectors with delete", before: []kafkaadmin.TopicSpec{{Name: ".vectors", Partitions: 1, Config: map[string]string{"cleanup.policy": "compact,delete"}}},
 			want: []string{".vectors has cleanup.policy=compact,delete, and reignpipe needs compact"}},
-		{name: "manifest over the broker's request limit", edit: func(c *configEdit) { c.maxDocBytes, c.anchored = 200 << 20, true },
+		{name: "manifest over the broker's request limit", edit: func(c *configEdit) { c.maxDocBytes, c.anchored = 200<<20, true },
 			want: []string{"source.max_doc_bytes: a document of 209715200 bytes can have 209715200 windows (chunking.mode anchored",
 				"socket.request.max.bytes 104857600): lower source.max_doc_bytes to 13082412 or less"}},
 	}
@@ -44,7 +45,7 @@ func TestEnsurePipelineTopics(t *testing.T) {
 			defer cancel()
 			for _, b := range c.before {
 				b.Name, b.ReplicationFactor = prefix+b.Name, 1
-				if err := kafkaclient.EnsureTopics(ctx, client, b); err != nil {
+				if err := kafkaadmin.EnsureTopics(ctx, client, b); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -88,7 +89,7 @@ type configEdit struct {
 
 // checkSettings reads back what the broker holds for the topics reignpipe created (those not
 // made before by the test).
-func checkSettings(t *testing.T, ctx context.Context, client kafkaclient.ClientConfig, prefix string, before []kafkaclient.TopicSpec) {
+func checkSettings(t *testing.T, ctx context.Context, client kafkaclient.ClientConfig, prefix string, before []kafkaadmin.TopicSpec) {
 	t.Helper()
 	want := map[string]map[string]string{
 		".raw":       {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"},
@@ -105,7 +106,7 @@ func checkSettings(t *testing.T, ctx context.Context, client kafkaclient.ClientC
 		for k := range w {
 			keys = append(keys, k)
 		}
-		got, err := kafkaclient.TopicSettings(ctx, client, prefix+suffix, keys...)
+		got, err := kafkaadmin.TopicSettings(ctx, client, prefix+suffix, keys...)
 		if err != nil {
 			t.Fatal(err)
 		}

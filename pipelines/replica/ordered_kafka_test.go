@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
+	"github.com/reignpipe/reignpipe/internal/kafka/kafkaadmin"
 	"github.com/reignpipe/reignpipe/internal/kafkatest"
 	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
@@ -67,9 +68,9 @@ func TestOrderedVectorSinkAcksAfterStore(t *testing.T) {
 	prefix := kafkatest.Topic(t, "ordered")
 	topics := Topics{Windows: prefix + ".windows", Manifests: prefix + ".manifests"}
 	compact := map[string]string{"cleanup.policy": "compact"}
-	if err := kafkaclient.EnsureTopics(context.Background(), cc,
-		kafkaclient.TopicSpec{Name: topics.Windows, Partitions: 2, ReplicationFactor: 1, Config: compact},
-		kafkaclient.TopicSpec{Name: topics.Manifests, Partitions: 2, ReplicationFactor: 1, Config: compact}); err != nil {
+	if err := kafkaadmin.EnsureTopics(context.Background(), cc,
+		kafkaadmin.TopicSpec{Name: topics.Windows, Partitions: 2, ReplicationFactor: 1, Config: compact},
+		kafkaadmin.TopicSpec{Name: topics.Manifests, Partitions: 2, ReplicationFactor: 1, Config: compact}); err != nil {
 		t.Fatal(err)
 	}
 	sp := Space{Fingerprint: "fp-ordered", Dim: 4, K: 8, S: 8}

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
+	"github.com/reignpipe/reignpipe/internal/kafka/kafkaadmin"
 	"github.com/reignpipe/reignpipe/pipelines/replica"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
@@ -216,7 +217,7 @@ func newTopics(ctx context.Context, cc kafkaclient.ClientConfig, prefix string, 
 	name := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano())
 	topics := replica.Topics{Windows: name + ".windows", Manifests: name + ".manifests"}
 	conf := map[string]string{"cleanup.policy": "compact"}
-	return topics, kafkaclient.EnsureTopics(ctx, cc,
-		kafkaclient.TopicSpec{Name: topics.Windows, Partitions: parts, ReplicationFactor: 1, Config: conf},
-		kafkaclient.TopicSpec{Name: topics.Manifests, Partitions: parts, ReplicationFactor: 1, Config: conf})
+	return topics, kafkaadmin.EnsureTopics(ctx, cc,
+		kafkaadmin.TopicSpec{Name: topics.Windows, Partitions: parts, ReplicationFactor: 1, Config: conf},
+		kafkaadmin.TopicSpec{Name: topics.Manifests, Partitions: parts, ReplicationFactor: 1, Config: conf})
 }

@@ -1,4 +1,4 @@
-package kafka
+package kafkaadmin
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	kafka "github.com/segmentio/kafka-go"
+
+	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
 )
 
 // Requirement is a setting an existing topic must have for the data on it to stay right. A
@@ -140,16 +142,16 @@ func (e *ConfigError) Error() string { return "kafka: " + strings.Join(e.Problem
 
 // BrokerSetting is the smallest value of a numeric broker setting (such as
 // socket.request.max.bytes) over the cluster's brokers, for limits every broker must allow.
-func BrokerSetting(ctx context.Context, cfg ClientConfig, key string) (int64, error) {
-	rc, err := cfg.resolve()
+func BrokerSetting(ctx context.Context, cfg kafkaclient.ClientConfig, key string) (int64, error) {
+	rc, err := cfg.Resolve()
 	if err != nil {
 		return 0, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	tr := rc.transport()
+	tr := rc.Transport()
 	defer tr.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(rc.brokers...), Transport: tr, Timeout: 30 * time.Second}
+	client := &kafka.Client{Addr: kafka.TCP(rc.Brokers()...), Transport: tr, Timeout: 30 * time.Second}
 	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{}})
 	if err != nil {
 		return 0, fmt.Errorf("kafka: listing brokers: %w", err)
@@ -187,14 +189,14 @@ func BrokerSetting(ctx context.Context, cfg ClientConfig, key string) (int64, er
 }
 
 // TopicSettings reads the current values of settings of a topic.
-func TopicSettings(ctx context.Context, cfg ClientConfig, topic string, keys ...string) (map[string]string, error) {
-	rc, err := cfg.resolve()
+func TopicSettings(ctx context.Context, cfg kafkaclient.ClientConfig, topic string, keys ...string) (map[string]string, error) {
+	rc, err := cfg.Resolve()
 	if err != nil {
 		return nil, err
 	}
-	tr := rc.transport()
+	tr := rc.Transport()
 	defer tr.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(rc.brokers...), Transport: tr, Timeout: 30 * time.Second}
+	client := &kafka.Client{Addr: kafka.TCP(rc.Brokers()...), Transport: tr, Timeout: 30 * time.Second}
 	resp, err := client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{
 		{ResourceType: kafka.ResourceTypeTopic, ResourceName: topic, ConfigNames: keys},
 	}})

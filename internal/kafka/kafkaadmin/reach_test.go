@@ -1,4 +1,4 @@
-package kafka
+package kafkaadmin
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
 )
 
 type logBuffer struct {
@@ -60,7 +62,7 @@ func TestUnreachableBrokersAreReported(t *testing.T) {
 				time.AfterFunc(1500*time.Millisecond, cancel)
 			}
 			start := time.Now()
-			err := EnsureTopics(ctx, ClientConfig{Brokers: []string{addr}}, TopicSpec{Name: "reach.raw", Partitions: 1, ReplicationFactor: 1})
+			err := EnsureTopics(ctx, kafkaclient.ClientConfig{Brokers: []string{addr}}, TopicSpec{Name: "reach.raw", Partitions: 1, ReplicationFactor: 1})
 			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "connection refused") ||
 				!strings.Contains(err.Error(), "transport.kafka.brokers") || !errors.Is(err, c.cause) {
 				t.Fatalf("%v\nwant %q, naming the brokers' key and the refusal", err, c.want)
