@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"math"
+	"os"
 	"slices"
 	"strings"
 
