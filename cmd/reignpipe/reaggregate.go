@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/launch"
 	"github.com/reignpipe/reignpipe/pipelines/reaggregate"
 )
 
@@ -14,14 +15,15 @@ import (
 // with the pipeline's aggregation, e.g. a new REIGN checkpoint (pipelines/reaggregate).
 func cmdReaggregate(ctx context.Context, args []string) error {
 	fs := newFlagSet("reaggregate", args)
-	out := fs.String("out", "", "directory for the new Parquet vector parts (required)")
+	out := fs.String("out", "", "directory for the new Parquet vector parts")
+	toSinks := fs.Bool("sinks", false, "write to the pipeline's configured sinks instead of --out (keyed writes: the same id and version replace what is there)")
 	checkpoint := fs.String("checkpoint", "", "REIGN checkpoint (overrides aggregate.checkpoint and sets aggregate.type: reign)")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 || *out == "" {
-		return usageError("reaggregate", "--out and one pipeline file are required")
+	if len(pos) != 1 || (*out == "") == !*toSinks {
+		return usageError("reaggregate", "one pipeline file and either --out or --sinks are required")
 	}
 	cfg, err := pipelines.Load(pos[0])
 	if err != nil {
@@ -34,7 +36,11 @@ func cmdReaggregate(ctx context.Context, args []string) error {
 		}
 		cfg.Aggregate.Type, cfg.Aggregate.Checkpoint = "reign", *checkpoint
 	}
-	sum, err := reaggregate.Run(ctx, cfg, *out)
+	sinks := reaggregate.ParquetSinks(*out)
+	if *toSinks {
+		sinks = launch.ConfiguredSinks(cfg)
+	}
+	sum, err := reaggregate.RunInto(ctx, cfg, sinks)
 	if err != nil && sum.Documents == 0 {
 		return err // nothing was read: a summary of zeros would only hide the error
 	}

@@ -26,7 +26,17 @@ func cmdTune(ctx context.Context, args []string) error {
 	fs.IntVar(&o.Seed, "seed", 42, "seed of the document split and of training")
 	fs.IntVar(&o.ValPct, "val-pct", 10, "percent of documents for validation")
 	fs.IntVar(&o.TestPct, "test-pct", 10, "percent of documents for the test that decides promotion")
-	fs.BoolVar(&o.Apply, "apply", false, "when promoted, re-aggregate the cached corpus with the checkpoint into DIR/vectors (Parquet)")
+	fs.IntVar(&o.SplitSeed, "split-seed", 0, "seed of the document split alone (0: --seed); keep it to train under other seeds on the same test documents")
+	fs.Func("only", "tune on the documents whose id starts with this prefix, e.g. linuxdoc: (repeatable, or comma-separated)", func(v string) error {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				o.Only = append(o.Only, p)
+			}
+		}
+		return nil
+	})
+	fs.StringVar(&o.Checkpoint, "checkpoint", "", "score this REIGN checkpoint against the mean-pool instead of training one")
+	fs.BoolVar(&o.Apply, "apply", false, "when promoted, re-aggregate the cached corpus with the checkpoint into the configured sinks (0 GN windows)")
 	fs.StringVar(&o.Python, "python", "", "trainer interpreter (default $"+train.EnvPython+", else $REIGNPIPE_HOME/venv-train/bin/python)")
 	fs.StringVar(&o.TrainerDir, "trainer-dir", "", "directory holding reigntrain/ (default $"+train.EnvDir+", else ops/train of this checkout)")
 	pos, err := parseInterspersed(fs, args)
@@ -46,7 +56,11 @@ func cmdTune(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(o.Stdout, "tune: %d cached documents, %d with %d+ windows: %d train, %d val, %d test; GN windows embedded: %d\n",
 		sum.Documents, sum.Usable, sum.MinWindows, sum.Splits[tune.Train], sum.Splits[tune.Val], sum.Splits[tune.Test], sum.GNWindows)
-	fmt.Fprintf(o.Stdout, "tune: REIGN %s (%s), %d epochs in %.1fs, best epoch %d\n", sum.Size, sum.SizeRule, sum.Epochs, sum.TrainSeconds, sum.BestEpoch)
+	if o.Checkpoint == "" {
+		fmt.Fprintf(o.Stdout, "tune: REIGN %s (%s), %d epochs in %.1fs, best epoch %d\n", sum.Size, sum.SizeRule, sum.Epochs, sum.TrainSeconds, sum.BestEpoch)
+	} else {
+		fmt.Fprintf(o.Stdout, "tune: scoring %s (not trained here)\n", o.Checkpoint)
+	}
 	if f := sum.Figures; f != nil {
 		fmt.Fprintf(o.Stdout, "tune: test halves (%d queries) nDCG@10 mean-pool %.4f, REIGN %.4f, diff %+.4f [%+.4f, %+.4f], p %.4f\n",
 			sum.TestQueries, f.MeanPool, f.REIGN, f.Diff, f.CILow, f.CIHigh, f.PValue)
@@ -55,8 +69,10 @@ func cmdTune(ctx context.Context, args []string) error {
 	if sum.Promoted {
 		fmt.Fprintf(o.Stdout, "tune: checkpoint %s; to use it set aggregate: {type: reign, checkpoint: %s}\n", sum.Checkpoint, sum.Checkpoint)
 	}
-	if sum.Applied != "" {
-		fmt.Fprintf(o.Stdout, "tune: --apply wrote %d document vectors to %s (the configured sinks are not written by tune)\n", sum.ApplyRun.Written, sum.Applied)
+	if sum.ApplyRun != nil {
+		fmt.Fprintf(o.Stdout, "tune: --apply wrote %d document vectors (%d failed) to %s; GN windows embedded: %d\n",
+			sum.ApplyRun.Written, sum.ApplyRun.Failed, sum.Applied, sum.ApplyRun.GNWindows)
+		fmt.Fprintf(o.Stdout, "tune: set aggregate: {type: reign, checkpoint: %s} in %s so that new documents get the same vectors\n", sum.Checkpoint, pos[0])
 	} else if o.Apply {
 		fmt.Fprintln(o.Stdout, "tune: --apply: nothing re-aggregated, the mean-pool stays")
 	}

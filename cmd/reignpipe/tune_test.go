@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/internal/testenv"
 	"github.com/reignpipe/reignpipe/pipelines/tune"
 )
@@ -103,10 +104,53 @@ func TestTune(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "checkpoint", "model.safetensors")); (err == nil) != got.Promoted {
 		t.Fatalf("promoted %v, checkpoint written: %v", got.Promoted, err == nil)
 	}
-	if got.Promoted && (got.ApplyRun == nil || got.ApplyRun.Written != 40 || got.ApplyRun.GNWindows != 0) {
-		t.Fatalf("--apply: %+v", got.ApplyRun)
-	}
 	t.Logf("decision: %s", got.Reason)
+
+	// Scoring the same checkpoint again (--checkpoint) trains nothing and gives the same
+	// figures; --only narrows the documents, and a prefix that matches none is an error.
+	again, err := tune.Run(context.Background(), cfg, tune.Options{Out: filepath.Join(dir, "tune-again"), Checkpoint: got.Scored,
+		Seed: 7, SplitSeed: 42, ValPct: 20, TestPct: 30, Only: []string{"t:doc"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.TrainSeconds != 0 || *again.Figures != *got.Figures || again.Promoted != got.Promoted {
+		t.Fatalf("scoring the checkpoint again: %+v, first %+v", again.Figures, got.Figures)
+	}
+	if _, err := tune.Run(context.Background(), cfg, tune.Options{Out: filepath.Join(dir, "tune-none"), Checkpoint: got.Scored,
+		SplitSeed: 42, ValPct: 20, TestPct: 30, Only: []string{"x:"}}); err == nil || !strings.Contains(err.Error(), "need at least 2") {
+		t.Fatalf("--only matching no document: %v", err)
+	}
+
+	// Promotion, whichever way the rule went on this corpus: the checkpoint is copied and
+	// --apply re-aggregates every cached document into the configured sinks, with no GN pass.
+	ckpt, applied, err := tune.Promote(context.Background(), cfg, got.Scored, out, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(ckpt, "model.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	if applied == nil || applied.Written != 40 || applied.Failed != 0 || applied.GNWindows != 0 {
+		t.Fatalf("--apply: %+v", applied)
+	}
+	if after := shards(); len(after) != len(before) {
+		t.Fatalf("--apply embedded windows: shards %d -> %d", len(before), len(after))
+	}
+	for _, sink := range cfg.Sinks {
+		latest, err := vectorfile.Latest(sink.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, v := range latest {
+			if strings.HasPrefix(v.Space, "reign") && v.GNSpace != "" {
+				n++
+			}
+		}
+		if len(latest) != 40 || n != 40 {
+			t.Fatalf("%s sink %s: %d documents, %d of them REIGN vectors", sink.Type, sink.Dir, len(latest), n)
+		}
+	}
 }
 
 func TestCmdTuneUsage(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/reignpipe/reignpipe/connectors"
@@ -22,6 +23,7 @@ import (
 	"github.com/reignpipe/reignpipe/pipelines/components"
 	"github.com/reignpipe/reignpipe/pipelines/embedded"
 	"github.com/reignpipe/reignpipe/pipelines/parts"
+	"github.com/reignpipe/reignpipe/pipelines/reaggregate"
 	"github.com/reignpipe/reignpipe/pipelines/registry"
 	"github.com/reignpipe/reignpipe/pipelines/runstate"
 	"github.com/reignpipe/reignpipe/schemas"
@@ -348,4 +350,18 @@ func ResumeCheckpoint(ck *runstate.Checkpoint, cfg *pipelines.Config) (why strin
 		return "", err
 	}
 	return ck.Resume(cfg.Name, cfg.Source.Path, files), nil
+}
+
+// ConfiguredSinks opens cfg's vector sinks as `reignpipe run` does, for the re-aggregation of a
+// cached corpus (`reignpipe reaggregate --sinks`, `tune --apply`). A kafka sink needs a
+// distributed stage's producer and is refused here as in an embedded run.
+func ConfiguredSinks(cfg *pipelines.Config) reaggregate.Sinks {
+	return func(id gn.Identity, agg, companion aggregate.Aggregator) ([]connectors.Sink, string, func(bool) error, error) {
+		params := chunk.Params{K: cfg.Chunking.K, S: cfg.Chunking.S}
+		sinks, outputs, closeAll, err := openSinks(cfg, sinkEnv(id, params, agg, companion, nil))
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return sinks, strings.Join(outputs, ", "), func(bool) error { return closeAll() }, nil
+	}
 }

@@ -13,11 +13,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/parts"
 	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/aggregate"
+	"github.com/reignpipe/reignpipe/stages/gn"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
 
@@ -111,13 +113,49 @@ type Summary struct {
 	FirstFailure string  `json:"first_failure,omitempty"`
 }
 
+// Sinks opens where re-aggregated vectors go, once the aggregation is known (its dimension and
+// space; companion is the GN mean-pool published beside a REIGN vector, nil for a mean-pool
+// pipeline). output names them for the summary. finish ends them: ok false means the run failed
+// and what can be withdrawn is (a Parquet part never appears); it is called exactly once.
+type Sinks func(id gn.Identity, agg, companion aggregate.Aggregator) (sinks []connectors.Sink, output string, finish func(ok bool) error, err error)
+
+// ParquetSinks writes Parquet parts under dir.
+func ParquetSinks(dir string) Sinks {
+	return func(_ gn.Identity, agg, companion aggregate.Aggregator) ([]connectors.Sink, string, func(bool) error, error) {
+		gnDim := 0
+		if companion != nil {
+			gnDim = companion.Dim()
+		}
+		sink, err := vectorfile.NewParquet(vectorfile.ParquetOptions{Dir: dir, Dim: agg.Dim(), GNDim: gnDim})
+		if err != nil {
+			return nil, "", nil, err
+		}
+		finish := func(ok bool) error {
+			if !ok {
+				// Nothing of a failed re-aggregation becomes visible: a partial part would read
+				// as a result that lacks documents.
+				sink.Abort()
+				return nil
+			}
+			return sink.Close(context.Background())
+		}
+		return []connectors.Sink{sink}, dir, finish, nil
+	}
+}
+
 // Run recomputes every document vector of cfg's corpus from its chunk cache with cfg's
-// aggregation (e.g. a new REIGN checkpoint) into Parquet parts under outDir. Manifests are
-// streamed, so memory does not grow with the corpus. A document whose window is missing, or
-// whose aggregation fails, is counted and skipped; the summary is filled in on error too.
-func Run(ctx context.Context, cfg *pipelines.Config, outDir string) (sum Summary, err error) {
+// aggregation (e.g. a new REIGN checkpoint) into Parquet parts under outDir.
+func Run(ctx context.Context, cfg *pipelines.Config, outDir string) (Summary, error) {
+	return RunInto(ctx, cfg, ParquetSinks(outDir))
+}
+
+// RunInto is Run into the sinks open gives. Manifests are streamed, so memory does not grow
+// with the corpus. A document whose window is missing, whose aggregation fails, or that a sink
+// refuses is counted and skipped; the summary is filled in on error too. Vectors keep their
+// document's id and version, so writing them again is harmless (the sinks' keyed writes).
+func RunInto(ctx context.Context, cfg *pipelines.Config, open Sinks) (sum Summary, err error) {
 	start := time.Now()
-	sum.Pipeline, sum.Output = cfg.Name, outDir
+	sum.Pipeline = cfg.Name
 	// The GN is only identified, for its fingerprint and dimension, which name the cache's
 	// space; no GN session is made, so the summary's forward-pass counter stays 0.
 	pp, err := parts.Open(cfg, parts.Want{Cache: true, Aggregator: true})
@@ -127,21 +165,14 @@ func Run(ctx context.Context, cfg *pipelines.Config, outDir string) (sum Summary
 	defer pp.Close()
 	agg, companion := pp.Aggregator, pp.Companion
 	sum.Space = agg.Space()
-	gnDim := 0
-	if companion != nil {
-		gnDim = companion.Dim()
-	}
-	sink, err := vectorfile.NewParquet(vectorfile.ParquetOptions{Dir: outDir, Dim: agg.Dim(), GNDim: gnDim})
+	sinks, output, finish, err := open(pp.GN, agg, companion)
 	if err != nil {
 		return sum, err
 	}
+	sum.Output = output
 	defer func() {
-		if err != nil {
-			// Nothing of a failed re-aggregation becomes visible: a partial part would read
-			// as a result that lacks documents.
-			sink.Abort()
-		} else if cerr := sink.Close(context.Background()); cerr != nil {
-			err = cerr
+		if ferr := finish(err == nil); ferr != nil && err == nil {
+			err = ferr
 		}
 		sum.WallSeconds = time.Since(start).Seconds()
 	}()
@@ -180,8 +211,13 @@ func Run(ctx context.Context, cfg *pipelines.Config, outDir string) (sum Summary
 		}
 		v.DocID, v.Title, v.Source, v.Version, v.ContentHash = m.DocID, m.Title, source, m.Version, m.ContentHash
 		v.NChunks, v.NTokens = len(m.Keys), m.NTokens
-		if err := sink.Write(ctx, v); err != nil {
+		refused, err := connectors.WriteVector(ctx, sinks, v)
+		if err != nil {
 			return err
+		}
+		if refused != nil {
+			fail(m.DocID, refused.Error())
+			return nil
 		}
 		sum.Written++
 		return nil
@@ -189,5 +225,10 @@ func Run(ctx context.Context, cfg *pipelines.Config, outDir string) (sum Summary
 	if err != nil {
 		return sum, err
 	}
-	return sum, sink.Flush(ctx)
+	for _, s := range sinks {
+		if err := s.Flush(ctx); err != nil {
+			return sum, err
+		}
+	}
+	return sum, nil
 }

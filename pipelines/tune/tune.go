@@ -26,6 +26,7 @@ import (
 	"github.com/reignpipe/reignpipe/internal/atomicfile"
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/bench/retrieval"
+	"github.com/reignpipe/reignpipe/pipelines/launch"
 	"github.com/reignpipe/reignpipe/pipelines/parts"
 	"github.com/reignpipe/reignpipe/pipelines/reaggregate"
 	"github.com/reignpipe/reignpipe/pipelines/train"
@@ -100,15 +101,26 @@ func Decide(diff, lo, hi float64, ciErr error) (promote bool, reason string) {
 
 // Options are a tune run's settings besides the pipeline.
 type Options struct {
-	Out             string
-	Size            string // "" = SizeFor(training documents)
-	Epochs, Seed    int
+	Out          string
+	Size         string // "" = SizeFor(training documents)
+	Epochs, Seed int
+	// SplitSeed seeds the document split; 0 means Seed. Training under several seeds
+	// on one split keeps the test documents the same.
+	SplitSeed       int
 	ValPct, TestPct int
-	Apply           bool
-	Python          string // empty: train.Python's default
-	TrainerDir      string // empty: train.Dir's default
-	Extra           []string
-	Stdout, Stderr  io.Writer
+	// Only keeps the documents whose id starts with one of these prefixes (all when empty).
+	// TestOnly, when set, draws the test documents from these prefixes instead, the training
+	// and validation ones still from Only: a checkpoint trained on some sources scored on
+	// another (leave one domain out).
+	Only, TestOnly []string
+	// Checkpoint scores this REIGN checkpoint instead of training one.
+	Checkpoint string
+	// Apply re-aggregates the corpus with a promoted checkpoint into the configured sinks.
+	Apply          bool
+	Python         string // empty: train.Python's default
+	TrainerDir     string // empty: train.Dir's default
+	Extra          []string
+	Stdout, Stderr io.Writer
 }
 
 // Figures are one system's mean nDCG@10 on the test halves.
@@ -130,9 +142,14 @@ type QueryScore struct {
 
 // Summary is DIR/tune-summary.json.
 type Summary struct {
-	Pipeline string `json:"pipeline"`
-	Out      string `json:"out"`
-	Seed     int    `json:"seed"`
+	Pipeline  string   `json:"pipeline"`
+	Out       string   `json:"out"`
+	Seed      int      `json:"seed"`
+	SplitSeed int      `json:"split_seed"`
+	Only      []string `json:"only,omitempty"`
+	TestOnly  []string `json:"test_only,omitempty"`
+	// Scored is the checkpoint scored: DIR/train/best, or the one given with --checkpoint.
+	Scored string `json:"scored_checkpoint"`
 	// Documents in the cache, those with at least MinWindows windows, and per split.
 	Documents  int            `json:"documents"`
 	MinWindows int            `json:"min_windows"`
@@ -175,8 +192,16 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (*Summary, error
 	if o.Size != "" && !slices.Contains(train.Sizes, o.Size) {
 		return nil, fmt.Errorf("tune: --size %q: want one of %s", o.Size, strings.Join(train.Sizes, ", "))
 	}
-	if o.Epochs < 1 {
+	if o.Epochs < 1 && o.Checkpoint == "" {
 		return nil, fmt.Errorf("tune: --epochs %d: must be at least 1", o.Epochs)
+	}
+	if o.Checkpoint != "" {
+		if fi, err := os.Stat(filepath.Join(o.Checkpoint, "model.safetensors")); err != nil || fi.IsDir() {
+			return nil, fmt.Errorf("tune: --checkpoint %s: not a REIGN checkpoint (config.json and model.safetensors, as train/best or tune's checkpoint/ holds)", o.Checkpoint)
+		}
+	}
+	if o.SplitSeed == 0 {
+		o.SplitSeed = o.Seed
 	}
 	if o.ValPct < 1 || o.TestPct < 1 || o.ValPct+o.TestPct > 90 {
 		return nil, fmt.Errorf("tune: --val-pct %d and --test-pct %d: each at least 1, together at most 90", o.ValPct, o.TestPct)
@@ -187,18 +212,10 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (*Summary, error
 	if o.Stderr == nil {
 		o.Stderr = io.Discard
 	}
-	py, err := train.Python(o.Python)
-	if err != nil {
-		return nil, err
-	}
-	dir, err := train.Dir(o.TrainerDir)
-	if err != nil {
-		return nil, err
-	}
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, err
 	}
-	sum := &Summary{Pipeline: cfg.Name, Out: o.Out, Seed: o.Seed, MinWindows: MinWindows, K: 10, Epochs: o.Epochs,
+	sum := &Summary{Pipeline: cfg.Name, Out: o.Out, Seed: o.Seed, SplitSeed: o.SplitSeed, Only: o.Only, TestOnly: o.TestOnly, MinWindows: MinWindows, K: 10, Epochs: o.Epochs,
 		Splits: map[string]int{Train: 0, Val: 0, Test: 0}}
 
 	// 1. Examples from the manifests: no GN, the cache only.
@@ -214,7 +231,13 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (*Summary, error
 		if !ok || strings.ContainsAny(m.DocID, "\t\r\n") { // qrels are TSV
 			return nil
 		}
-		s := Assign(m.DocID, int64(o.Seed), o.ValPct, o.TestPct)
+		s := Assign(m.DocID, int64(o.SplitSeed), o.ValPct, o.TestPct)
+		if !hasPrefix(m.DocID, o.Only) && !(s == Test && o.TestOnly != nil) {
+			return nil
+		}
+		if s == Test && o.TestOnly != nil && !hasPrefix(m.DocID, o.TestOnly) {
+			return nil // a test document of a training source: neither trained on nor scored
+		}
 		bySplit[s] = append(bySplit[s], example{m.DocID, slices.Clone(q), slices.Clone(p)})
 		return nil
 	})
@@ -228,11 +251,55 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (*Summary, error
 		sum.Splits[s] = len(exs)
 		sum.Usable += len(exs)
 	}
-	for _, s := range []string{Train, Val, Test} {
+	need := []string{Train, Val, Test}
+	if o.Checkpoint != "" {
+		need = []string{Test}
+	}
+	for _, s := range need {
 		if len(bySplit[s]) < 2 {
 			return nil, fmt.Errorf("tune: %d of the cache's %d documents have %d+ windows, %d of them in %s: need at least 2 in each of train, val and test",
 				sum.Usable, sum.Documents, MinWindows, len(bySplit[s]), s)
 		}
+	}
+	if o.Checkpoint != "" {
+		sum.Scored, sum.Size, sum.SizeRule, sum.Epochs = o.Checkpoint, "", "--checkpoint: not trained", 0
+	} else if err := trainREIGN(ctx, cfg, o, sp, bySplit, sum); err != nil {
+		return nil, err
+	}
+
+	// 4. Score the test halves, REIGN (Go, ONNX Runtime) against the mean-pool of the same chunks.
+	rcfg := *cfg
+	rcfg.Aggregate.Type, rcfg.Aggregate.Checkpoint = "reign", sum.Scored
+	if err := score(&rcfg, bySplit[Test], sum); err != nil {
+		return nil, err
+	}
+
+	// 5. Decide; promote and apply.
+	if sum.Promoted {
+		if sum.Checkpoint, sum.ApplyRun, err = Promote(ctx, cfg, sum.Scored, o.Out, o.Apply); err != nil {
+			return nil, err
+		}
+		if sum.ApplyRun != nil {
+			sum.Applied = sum.ApplyRun.Output
+		}
+	}
+	sum.WallSeconds = time.Since(start).Seconds()
+	b, _ := json.MarshalIndent(sum, "", "  ")
+	if err := atomicfile.Write(filepath.Join(o.Out, "tune-summary.json"), append(b, '\n')); err != nil {
+		return nil, err
+	}
+	return sum, nil
+}
+
+// trainREIGN writes the trainer's inputs under o.Out and trains, selecting on validation.
+func trainREIGN(ctx context.Context, cfg *pipelines.Config, o Options, sp train.Space, bySplit map[string][]example, sum *Summary) (err error) {
+	py, err := train.Python(o.Python)
+	if err != nil {
+		return err
+	}
+	dir, err := train.Dir(o.TrainerDir)
+	if err != nil {
+		return err
 	}
 	sum.Size, sum.SizeRule = o.Size, "--size"
 	if o.Size == "" {
@@ -244,7 +311,7 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (*Summary, error
 	// documents never reach the trainer) and qrels pairing each query part with its positive.
 	data := filepath.Join(o.Out, "splits")
 	if err := os.MkdirAll(filepath.Join(data, "qrels"), 0o755); err != nil {
-		return nil, err
+		return err
 	}
 	var seqs []train.Sequence
 	for _, s := range []string{Train, Val} {
@@ -255,12 +322,12 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (*Summary, error
 			fmt.Fprintf(&qrels, "%s\t%s\t1\n", e.id, e.id)
 		}
 		if err := atomicfile.Write(filepath.Join(data, "qrels", s+".tsv"), []byte(qrels.String())); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	seqPath := filepath.Join(o.Out, train.SequencesFile)
 	if sum.IndexWindows, err = train.WriteSequences(seqPath, sp, seqs); err != nil {
-		return nil, err
+		return err
 	}
 
 	// 3. Train, selecting on validation (the trainer keeps best/ by val nDCG@10).
@@ -274,7 +341,7 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (*Summary, error
 	args = append(args, o.Extra...)
 	t0 := time.Now()
 	if err := train.RunTrainer(ctx, py, dir, args, o.Stdout, o.Stderr); err != nil {
-		return nil, err
+		return err
 	}
 	sum.TrainSeconds = time.Since(t0).Seconds()
 	var rep struct {
@@ -284,39 +351,41 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (*Summary, error
 		_ = json.Unmarshal(b, &rep)
 	}
 	sum.BestEpoch = rep.BestEpoch
-	best := filepath.Join(trainOut, "best")
+	sum.Scored = filepath.Join(trainOut, "best")
+	return nil
+}
 
-	// 4. Score the test halves, REIGN (Go, ONNX Runtime) against the mean-pool of the same chunks.
+// Promote copies the winning checkpoint to DIR/checkpoint (config.json, model.safetensors and
+// the manifest naming its GN) and, with apply, re-aggregates cfg's cached corpus with it into
+// cfg's configured sinks (0 GN passes: the cache holds every window). It is what tune does
+// when its rule promotes; it is exported so that the path can be run on its own.
+func Promote(ctx context.Context, cfg *pipelines.Config, best, out string, apply bool) (ckpt string, applied *reaggregate.Summary, err error) {
+	ckpt = filepath.Join(out, "checkpoint")
+	if err := copyDir(best, ckpt); err != nil {
+		return "", nil, err
+	}
+	if !apply {
+		return ckpt, nil, nil
+	}
 	rcfg := *cfg
-	rcfg.Aggregate.Type, rcfg.Aggregate.Checkpoint = "reign", best
-	if err := score(&rcfg, bySplit[Test], sum); err != nil {
-		return nil, err
+	rcfg.Aggregate.Type, rcfg.Aggregate.Checkpoint = "reign", ckpt
+	as, err := reaggregate.RunInto(ctx, &rcfg, launch.ConfiguredSinks(&rcfg))
+	if err != nil {
+		return ckpt, &as, fmt.Errorf("tune: --apply: %w", err)
 	}
+	return ckpt, &as, nil
+}
 
-	// 5. Decide; promote and apply.
-	if sum.Promoted {
-		ck := filepath.Join(o.Out, "checkpoint")
-		if err := copyDir(best, ck); err != nil {
-			return nil, err
-		}
-		sum.Checkpoint = ck
-		if o.Apply {
-			rcfg.Aggregate.Checkpoint = ck
-			vec := filepath.Join(o.Out, "vectors")
-			as, err := reaggregate.Run(ctx, &rcfg, vec)
-			sum.ApplyRun = &as
-			if err != nil {
-				return nil, fmt.Errorf("tune: --apply: %w", err)
-			}
-			sum.Applied = vec
+func hasPrefix(id string, prefixes []string) bool {
+	if len(prefixes) == 0 {
+		return true
+	}
+	for _, p := range prefixes {
+		if strings.HasPrefix(id, p) {
+			return true
 		}
 	}
-	sum.WallSeconds = time.Since(start).Seconds()
-	b, _ := json.MarshalIndent(sum, "", "  ")
-	if err := atomicfile.Write(filepath.Join(o.Out, "tune-summary.json"), append(b, '\n')); err != nil {
-		return nil, err
-	}
-	return sum, nil
+	return false
 }
 
 // score fills sum's figures, per-query scores and decision: each test query part retrieves
