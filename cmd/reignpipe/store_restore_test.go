@@ -20,6 +20,7 @@ import (
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/launch"
 	"github.com/reignpipe/reignpipe/pipelines/replica"
+	"github.com/reignpipe/reignpipe/pipelines/tune"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -35,7 +36,7 @@ import (
 //     embedded run's cache;
 //   - `train` on a copy of the materialised store sends 0 windows to the GN, and `reaggregate
 //     --checkpoint` with the checkpoint it made gives bit-identical vectors on the materialised
-//     store and on the embedded cache;
+//     store and on the embedded cache, and `tune --checkpoint` scores it the same on both;
 //   - a worker SIGKILLed half-way through its restore (a checkpoint every record) resumes from
 //     its checkpoint, reads only what follows it, and ends equal to the embedded cache.
 func TestStoreCompactMaterializeRestore(t *testing.T) {
@@ -190,6 +191,27 @@ func TestStoreCompactMaterializeRestore(t *testing.T) {
 		}
 	}
 	t.Logf("reaggregate --checkpoint %s: %d vectors bit-identical (space %s)", filepath.Base(ckpt), len(want), want[all[0].ID].Space)
+
+	// tune scores the same checkpoint on the materialised store as on the embedded cache: the
+	// same test halves, the same figures, query by query, and no window to the GN.
+	tuneOn := func(label, cache string) tune.Summary {
+		c := s.storeConfig(t, "tune-"+label, "embedded", cache, fmt.Sprintf("  - {type: parquet, dir: %q}", filepath.Join(s.dir, "unused-"+label)))
+		dir := filepath.Join(s.dir, "tune-"+label)
+		if b, err := exec.Command(s.bin, "tune", "--checkpoint", ckpt, "--test-pct", "50", "--out", dir, c).CombinedOutput(); err != nil {
+			t.Fatalf("tune %s: %v\n%s", label, err, b)
+		}
+		var ts tune.Summary
+		if err := json.Unmarshal([]byte(readFile(t, filepath.Join(dir, "tune-summary.json"))), &ts); err != nil {
+			t.Fatal(err)
+		}
+		return ts
+	}
+	tw, tg := tuneOn("embedded", embCache), tuneOn("materialized", mat)
+	if tg.Figures == nil || tw.Figures == nil || *tg.Figures != *tw.Figures || tg.TestQueries != tw.TestQueries || tg.GNWindows != 0 ||
+		fmt.Sprint(tg.PerQuery) != fmt.Sprint(tw.PerQuery) {
+		t.Fatalf("tune --checkpoint: materialised %+v, embedded %+v", tg, tw)
+	}
+	t.Logf("tune --checkpoint on the materialised store: %d test queries, REIGN − mean-pool %+.4f, as on the embedded cache", tg.TestQueries, tg.Figures.Diff)
 
 	// A worker killed half-way through its restore.
 	end, err := kafkaclient.EndOffsets(ctx, cc, k.WindowsTopic())

@@ -54,8 +54,12 @@ func cmdTune(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(o.Stdout, "tune: %d cached documents, %d with %d+ windows: %d train, %d val, %d test; GN windows embedded: %d\n",
-		sum.Documents, sum.Usable, sum.MinWindows, sum.Splits[tune.Train], sum.Splits[tune.Val], sum.Splits[tune.Test], sum.GNWindows)
+	only := ""
+	if len(o.Only) > 0 {
+		only = " and --only " + strings.Join(o.Only, ",")
+	}
+	fmt.Fprintf(o.Stdout, "tune: %d cached documents, %d with %d+ windows%s: %d train, %d val, %d test; GN windows embedded: %d\n",
+		sum.Documents, sum.Usable, sum.MinWindows, only, sum.Splits[tune.Train], sum.Splits[tune.Val], sum.Splits[tune.Test], sum.GNWindows)
 	if o.Checkpoint == "" {
 		fmt.Fprintf(o.Stdout, "tune: REIGN %s (%s), %d epochs in %.1fs, best epoch %d\n", sum.Size, sum.SizeRule, sum.Epochs, sum.TrainSeconds, sum.BestEpoch)
 	} else {
