@@ -176,32 +176,36 @@ func table(args []string) error {
 	}
 
 	fmt.Println()
-	fmt.Println("### Text-level halves (`benchdata --kind halves`) of the same held-out documents, nDCG@10, REIGN − mean-pool [95% CI]")
+	fmt.Println("### Text-level halves (`benchdata --kind halves`) of the same held-out documents: nDCG@10, and each system − GN mean-pool [95% CI]")
 	fmt.Println()
-	head := "| domain | queries / corpus | BM25 | GN mean-pool | REIGN tuned on the domain |"
-	sep := "|---|---|---|---|---|"
-	for _, n := range sorted {
-		head += " general " + n + " |"
-		sep += "---|"
-	}
-	fmt.Println(head)
-	fmt.Println(sep)
+	fmt.Println("| domain | queries / corpus | GN mean-pool | BM25 | REIGN tuned on the domain | general small-l2, seeds 1 / 2 / 3 | general base-l3, seeds 1 / 2 / 3 |")
+	fmt.Println("|---|---|---|---|---|---|---|")
 	textPool := map[string]*pooled{}
+	var detail []string
 	for _, c := range corp {
 		tuned, err := readEval(filepath.Join(w, "eval-"+c.Domain+"-tuned"))
 		if err != nil {
 			return err
 		}
-		mp := tuned["gn-meanpool"]
-		line := fmt.Sprintf("| %s | %d / %d | %.4f | %.4f | %s |", c.Domain, mp.Queries, mp.Queries, tuned["bm25"].NDCG, mp.NDCG, tuned.reignCell())
+		mp, bm := tuned["gn-meanpool"], tuned["bm25"]
+		bmCell := fmt.Sprintf("%.4f", bm.NDCG)
+		if bm.DiffVsMeanPool != nil {
+			bmCell += ": " + diffCell(*bm.DiffVsMeanPool, *bm.CILow, *bm.CIHigh)
+		}
+		general := map[string][]string{}
 		for _, n := range sorted {
 			dir := filepath.Join(w, "eval-"+c.Domain+"-general-"+n)
 			g, err := readEval(dir)
 			if err != nil {
-				line += " — |"
 				continue
 			}
-			line += " " + g.reignCell() + " |"
+			size := n[:strings.LastIndex(n, "-s")]
+			r := g["reign"]
+			if r.DiffVsMeanPool == nil {
+				continue
+			}
+			general[size] = append(general[size], fmt.Sprintf("%+.4f", *r.DiffVsMeanPool))
+			detail = append(detail, fmt.Sprintf("| %s | %s | %s |", c.Domain, n, g.reignCell()))
 			rq, err1 := perQuery(filepath.Join(dir, "per-query-reign.tsv"))
 			mq, err2 := perQuery(filepath.Join(dir, "per-query-gn-meanpool.tsv"))
 			if err1 != nil || err2 != nil {
@@ -223,7 +227,24 @@ func table(args []string) error {
 				}
 			}
 		}
-		fmt.Println(line)
+		cell := func(size string) string {
+			if len(general[size]) == 0 {
+				return "—"
+			}
+			return strings.Join(general[size], " / ")
+		}
+		fmt.Printf("| %s | %d / %d | %.4f | %s | %s | %s | %s |\n", c.Domain, mp.Queries, mp.Queries, mp.NDCG, bmCell, tuned.reignCell(),
+			cell("small-l2"), cell("base-l3"))
+	}
+	if len(detail) > 0 {
+		fmt.Println()
+		fmt.Println("The general checkpoints on the text-level halves, with intervals:")
+		fmt.Println()
+		fmt.Println("| held-out domain | checkpoint (size-seed) | general REIGN: − mean-pool [95% CI] |")
+		fmt.Println("|---|---|---|")
+		for _, l := range detail {
+			fmt.Println(l)
+		}
 	}
 
 	fmt.Println()
