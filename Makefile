@@ -78,11 +78,11 @@ test: fetch pydeps train-deps gn-int8r kafka postgres tools
 # .ci/run runs it after `make test`.
 test-unshared: fetch pydeps train-deps gn-int8r kafka postgres tools
 	@empty=$$(mktemp -d) && trap 'rm -rf "$$empty"' EXIT && \
-	  REIGNPIPE_SHARED_DATA=$$empty ops/with-kafka ops/with-postgres env REIGNPIPE_STRICT=1 REIGNPIPE_PYTHON=$(PY) $(GO) test -count=1 ./...
+	  REIGNPIPE_SHARED_DATA=$$empty ops/with-kafka ops/with-postgres env REIGNPIPE_STRICT=1 REIGNPIPE_PYTHON=$(PY) $(GO) test -count=1 -timeout 30m ./...
 
 test-go:
-	REIGNPIPE_STRICT=1 REIGNPIPE_PYTHON=$(PY) $(GO) test -count=1 ./...
-	REIGNPIPE_STRICT=1 REIGNPIPE_PYTHON=$(PY) $(GO) test -count=1 -race $(RACE_PKGS)
+	REIGNPIPE_STRICT=1 REIGNPIPE_PYTHON=$(PY) $(GO) test -count=1 -timeout 30m ./...
+	REIGNPIPE_STRICT=1 REIGNPIPE_PYTHON=$(PY) $(GO) test -count=1 -timeout 30m -race $(RACE_PKGS)
 
 # A short burst of coverage-guided fuzzing of the input parsers on every test run; `make fuzz`
 # runs every fuzz target for longer. Budgets are execution counts (Nx), not durations: Go 1.26's
