@@ -23,7 +23,7 @@ func cmdTune(ctx context.Context, args []string) error {
 	fs.StringVar(&o.Size, "size", "", fmt.Sprintf("REIGN size: %s (default: small-l2 below %d training documents, else base-l3)",
 		strings.Join(train.Sizes, ", "), tune.BaseL3From))
 	fs.IntVar(&o.Epochs, "epochs", 50, "training epochs (the best on validation is kept)")
-	fs.IntVar(&o.Seed, "seed", 42, "seed of the document split and of training")
+	fs.IntVar(&o.Seed, "seed", 42, "seed of training, and of the document split unless --split-seed")
 	fs.IntVar(&o.ValPct, "val-pct", 10, "percent of documents for validation")
 	fs.IntVar(&o.TestPct, "test-pct", 10, "percent of documents for the test that decides promotion")
 	fs.IntVar(&o.SplitSeed, "split-seed", 0, "seed of the document split alone (0: --seed); keep it to train under other seeds on the same test documents")

@@ -7,6 +7,8 @@
 #   ops/bench/domains/run.sh [WORK_DIR]    (default ${TMPDIR:-/tmp}/reignpipe-domains)
 #
 # REIGNPIPE_BIN   the binary (default bin/reignpipe; make build)
+# DOMAINS         the domains to run (default "linuxdoc pydoc kjv"; the others' corpora are set
+#                 aside before embedding, and one domain alone has no leave-one-out step)
 # MAX_DOCS        documents per domain (default 800), of MIN_CHARS..MAX_CHARS characters
 #                 (default 2500..16000: two to about eight windows of 512 tokens)
 # SEEDS           the general checkpoint's training seeds (default 1,2,3), for small-l2 and base-l3
@@ -23,7 +25,7 @@ cd "$root"
 work=$(realpath -m "${1:-${TMPDIR:-/tmp}/reignpipe-domains}")
 bin=$(realpath -m "${REIGNPIPE_BIN:-bin/reignpipe}")
 pipeline=ops/bench/domains/domains.yaml
-domains=(linuxdoc pydoc kjv)
+read -ra domains <<<"${DOMAINS:-linuxdoc pydoc kjv}"
 mkdir -p "$work/debs"
 export REIGNPIPE_INPUT=$work/corpora REIGNPIPE_OUT=$work
 
@@ -48,6 +50,11 @@ if [ ! -s "$work/corpora/corpora.json" ]; then
 		-linuxdoc "$work/debs/x/linux-doc-6.1/usr/share/doc/linux-doc-6.1/Documentation" \
 		-pydoc "$work/debs/x/python3.11-doc/usr/share/doc/python3.11/html/_sources" \
 		-bible "$work/debs/kjv.txt"
+	mkdir -p "$work/corpora-unused"
+	for f in "$work"/corpora/*.jsonl; do
+		d=$(basename "$f" .jsonl)
+		[[ " ${domains[*]} " == *" $d "* ]] || mv "$f" "$work/corpora-unused/"
+	done
 fi
 
 step "embed every domain once (the GN's only pass over the documents)"
@@ -70,11 +77,18 @@ for d in "${domains[@]}"; do
 		"$bin" eval --data "$work/bench-$d" --split heldout --checkpoint "$work/tune-$d/train/best" --out "$work/eval-$d-tuned" "$pipeline"
 done
 
+if [ "${#domains[@]}" -lt 2 ]; then
+	step "table (one domain: no leave-one-out)"
+	"$work/domains" table -work "$work" | tee "$work/table.md"
+	exit 0
+fi
+
 step "the general checkpoint: leave one domain out"
 # small-l2 first, every fold; base-l3 costs ~25x more per epoch on this CPU, so it gets fewer
 # epochs (its validation peaked by epoch 2-3 in a trial).
-"$work/domains" lodo -pipeline "$pipeline" -out "$work/lodo" -sizes small-l2 -seeds "${SEEDS:-1,2,3}" -epochs "${LODO_EPOCHS:-20}"
-"$work/domains" lodo -pipeline "$pipeline" -out "$work/lodo" -sizes base-l3 -seeds "${SEEDS:-1,2,3}" -epochs "${BASE_EPOCHS:-5}"
+list=$(IFS=,; echo "${domains[*]}")
+"$work/domains" lodo -pipeline "$pipeline" -out "$work/lodo" -domains "$list" -sizes small-l2 -seeds "${SEEDS:-1,2,3}" -epochs "${LODO_EPOCHS:-20}"
+"$work/domains" lodo -pipeline "$pipeline" -out "$work/lodo" -domains "$list" -sizes base-l3 -seeds "${SEEDS:-1,2,3}" -epochs "${BASE_EPOCHS:-5}"
 for d in "${domains[@]}"; do
 	for ck in "$work"/lodo/$d/*/train/best; do
 		run=$(basename "$(dirname "$(dirname "$ck")")")

@@ -105,6 +105,14 @@ func table(args []string) error {
 	if err := readJSON(filepath.Join(w, "corpora", "corpora.json"), &corp); err != nil {
 		return err
 	}
+	// Only the domains run.sh ran (DOMAINS): those whose corpus was not set aside.
+	ran := corp[:0]
+	for _, c := range corp {
+		if _, err := os.Stat(filepath.Join(w, "corpora", c.Domain+".jsonl")); err == nil {
+			ran = append(ran, c)
+		}
+	}
+	corp = ran
 	fmt.Println("### Per domain: tune on the domain's own documents (chunk-level halves, what tune decides on)")
 	fmt.Println()
 	fmt.Println("| domain | documents (usable: 2+ windows) | train / val / test | GN windows in tune | training (50 epochs, small-l2) | best epoch | mean-pool | REIGN tuned | REIGN − mean-pool [95% CI] | p | decision |")
