@@ -29,7 +29,7 @@ var readmeNotRun = map[string]string{
 	"make test":          "the whole suite, this test included",
 	"ops/postgres start": "starts a PostgreSQL server; make test starts it (ops/with-postgres) for the pgvector tests",
 	"ops/kafka start":    "starts a Kafka broker; make test starts it (ops/with-kafka) for the stage tests",
-	"make train-deps": "builds the trainer's 4.8 GB PyTorch venv; make test builds it",
+	"make train-deps":    "builds the trainer's 4.8 GB PyTorch venv; make test builds it",
 	"bin/reignpipe tune pipelines/jsonl.yaml --out out/tune --apply": "needs a corpus of several-window documents, enough for " +
 		"train, validation and test splits; cmd/reignpipe TestTune runs tune and --apply on one under make test",
 	"bin/reignpipe stage process pipelines/uspto-kafka.yaml": "a stage runs until it is stopped and needs the broker; " +
