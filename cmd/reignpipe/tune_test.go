@@ -130,6 +130,14 @@ func TestTune(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ckpt, "model.safetensors")); err != nil {
 		t.Fatal(err)
 	}
+	// Promoting that checkpoint again in place (tune --checkpoint DIR/checkpoint --out DIR)
+	// leaves it there rather than copying it onto itself.
+	if again, _, err := tune.Promote(context.Background(), cfg, ckpt, out, false); err != nil || again != ckpt {
+		t.Fatalf("promoting in place: %q, %v", again, err)
+	}
+	if _, err := os.Stat(filepath.Join(ckpt, "model.safetensors")); err != nil {
+		t.Fatalf("promoting in place lost the checkpoint: %v", err)
+	}
 	if applied == nil || applied.Written != 40 || applied.Failed != 0 || applied.GNWindows != 0 {
 		t.Fatalf("--apply: %+v", applied)
 	}

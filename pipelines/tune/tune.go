@@ -361,8 +361,14 @@ func trainREIGN(ctx context.Context, cfg *pipelines.Config, o Options, sp train.
 // when its rule promotes; it is exported so that the path can be run on its own.
 func Promote(ctx context.Context, cfg *pipelines.Config, best, out string, apply bool) (ckpt string, applied *reaggregate.Summary, err error) {
 	ckpt = filepath.Join(out, "checkpoint")
-	if err := copyDir(best, ckpt); err != nil {
+	// --checkpoint DIR/checkpoint with --out DIR scores the promoted checkpoint in place:
+	// copying it onto itself would first remove it.
+	if same, err := samePath(best, ckpt); err != nil {
 		return "", nil, err
+	} else if !same {
+		if err := copyDir(best, ckpt); err != nil {
+			return "", nil, err
+		}
 	}
 	if !apply {
 		return ckpt, nil, nil
@@ -374,6 +380,23 @@ func Promote(ctx context.Context, cfg *pipelines.Config, best, out string, apply
 		return ckpt, &as, fmt.Errorf("tune: --apply: %w", err)
 	}
 	return ckpt, &as, nil
+}
+
+func samePath(a, b string) (bool, error) {
+	aa, err := filepath.Abs(a)
+	if err != nil {
+		return false, err
+	}
+	bb, err := filepath.Abs(b)
+	if err != nil {
+		return false, err
+	}
+	if aa == bb {
+		return true, nil
+	}
+	ai, aerr := os.Stat(aa)
+	bi, berr := os.Stat(bb)
+	return aerr == nil && berr == nil && os.SameFile(ai, bi), nil
 }
 
 func hasPrefix(id string, prefixes []string) bool {
