@@ -94,7 +94,8 @@ func (c ClientConfig) Resolve() (Resolved, error) {
 }
 
 // dialer is what kafka-go's Conn-based parts (readers, consumer groups) connect with.
-func (r Resolved) dialer() *kafka.Dialer {
+// Dialer is the dialer of the resolved TLS and SASL settings, for a reader of one partition.
+func (r Resolved) Dialer() *kafka.Dialer {
 	return &kafka.Dialer{
 		ClientID:      r.clientID,
 		Timeout:       dialTimeout,
@@ -224,8 +225,9 @@ func SecurityFailure(err error) (kind, detail string) {
 	return "", ""
 }
 
-// fatalAuth recognises errors a consumer group cannot recover from by rejoining.
-func fatalAuth(err error) bool {
+// FatalAuth recognises errors a reader cannot recover from by retrying or rejoining
+// (authentication, authorisation, TLS).
+func FatalAuth(err error) bool {
 	var kerr kafka.Error
 	if errors.As(err, &kerr) {
 		switch kerr {
@@ -265,7 +267,8 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-func orDefault(l *slog.Logger) *slog.Logger {
+// OrDefault is l, or slog.Default() when l is nil.
+func OrDefault(l *slog.Logger) *slog.Logger {
 	if l == nil {
 		return slog.Default()
 	}
@@ -279,5 +282,17 @@ func kafkaLogger(l *slog.Logger, component string) kafka.Logger {
 		if l.Enabled(context.Background(), slog.LevelDebug) {
 			l.Debug(fmt.Sprintf(format, args...), "component", component)
 		}
+	})
+}
+
+// PartitionReader reads one partition from the offset the caller sets, as this package's readers
+// do: committed records only, fetches that wait at most fetchMaxWait, the package's backoff,
+// kafka-go's own logging at Debug under component. The caller closes it.
+func PartitionReader(rc Resolved, dialer *kafka.Dialer, topic string, partition, maxBytes, queue int, log *slog.Logger, component string) *kafka.Reader {
+	return kafka.NewReader(kafka.ReaderConfig{
+		Brokers: rc.brokers, Topic: topic, Partition: partition, Dialer: dialer,
+		MinBytes: 1, MaxBytes: maxBytes, MaxWait: fetchMaxWait, QueueCapacity: queue,
+		ReadBackoffMin: backoffMin, ReadBackoffMax: backoffMax, IsolationLevel: kafka.ReadCommitted,
+		Logger: kafkaLogger(log, component), ErrorLogger: kafkaLogger(log, component),
 	})
 }

@@ -38,8 +38,10 @@ type ConsumerOptions struct {
 	Logger         *slog.Logger
 }
 
+// DefaultMaxFetchBytes bounds one fetch response per partition unless a reader sets its own.
+const DefaultMaxFetchBytes = 10 << 20
+
 const (
-	defaultMaxFetchBytes   = 10 << 20
 	defaultMaxMessageBytes = 256 << 20
 	defaultSessionTimeout  = 10 * time.Second
 	// fetchMaxWait bounds a fetch that waits for data; a partition reader notices the end of
@@ -85,12 +87,12 @@ func (o *ConsumerOptions) setDefaults() error {
 		return fmt.Errorf("kafka consumer: SessionTimeout %s is shorter than 2s", o.SessionTimeout)
 	}
 	if o.MaxFetchBytes == 0 {
-		o.MaxFetchBytes = defaultMaxFetchBytes
+		o.MaxFetchBytes = DefaultMaxFetchBytes
 	}
 	if o.MaxMessageBytes == 0 {
 		o.MaxMessageBytes = defaultMaxMessageBytes
 	}
-	o.Logger = orDefault(o.Logger)
+	o.Logger = OrDefault(o.Logger)
 	return nil
 }
 
@@ -165,7 +167,7 @@ func NewConsumer(cfg ClientConfig, o ConsumerOptions) (*Consumer, error) {
 	if o.StartOffset == "latest" {
 		start = kafka.LastOffset
 	}
-	dialer := rc.dialer()
+	dialer := rc.Dialer()
 	gcfg := kafka.ConsumerGroupConfig{
 		ID:          o.Group,
 		Brokers:     rc.brokers,
@@ -223,7 +225,7 @@ func (c *Consumer) run() {
 			if c.ctx.Err() != nil || errors.Is(err, kafka.ErrGroupClosed) {
 				return
 			}
-			if fatalAuth(err) {
+			if FatalAuth(err) {
 				c.setFatal(fmt.Errorf("kafka consumer: group %s: %w", c.opts.Group, err))
 				return
 			}
@@ -286,21 +288,7 @@ func (c *Consumer) readPartition(ctx context.Context, p *offsets.Partition, off 
 	if !ok || !c.tr.Start(p, start) {
 		return
 	}
-	r := kafka.NewReader(kafka.ReaderConfig{
-		Brokers:        c.rc.brokers,
-		Topic:          p.TP.Topic,
-		Partition:      p.TP.Partition,
-		Dialer:         c.dialer,
-		MinBytes:       1,
-		MaxBytes:       c.opts.MaxFetchBytes,
-		MaxWait:        fetchMaxWait,
-		QueueCapacity:  readerQueue,
-		ReadBackoffMin: backoffMin,
-		ReadBackoffMax: backoffMax,
-		IsolationLevel: kafka.ReadCommitted,
-		Logger:         kafkaLogger(c.log, "kafka-reader"),
-		ErrorLogger:    kafkaLogger(c.log, "kafka-reader"),
-	})
+	r := PartitionReader(c.rc, c.dialer, p.TP.Topic, p.TP.Partition, c.opts.MaxFetchBytes, readerQueue, c.log, "kafka-reader")
 	defer r.Close()
 	if err := r.SetOffset(start); err != nil {
 		c.setFatal(fmt.Errorf("kafka consumer: %s/%d: setting the start offset %d: %w", p.TP.Topic, p.TP.Partition, start, err))
@@ -315,7 +303,7 @@ func (c *Consumer) readPartition(ctx context.Context, p *offsets.Partition, off 
 			if ctx.Err() != nil {
 				return
 			}
-			if fatalAuth(err) {
+			if FatalAuth(err) {
 				c.setFatal(fmt.Errorf("kafka consumer: reading %s/%d: %w", p.TP.Topic, p.TP.Partition, err))
 				<-ctx.Done()
 				return
@@ -368,7 +356,7 @@ func (c *Consumer) resolveStart(ctx context.Context, tp offsets.TopicPartition, 
 			}
 			return first, true
 		}
-		if fatalAuth(err) {
+		if FatalAuth(err) {
 			c.setFatal(fmt.Errorf("kafka consumer: reading the offsets of %s/%d: %w", tp.Topic, tp.Partition, err))
 			<-ctx.Done()
 			return 0, false

@@ -107,7 +107,7 @@ func (o *ProducerOptions) setDefaults() error {
 	if o.RetryTimeout == 0 {
 		o.RetryTimeout = defaultRetryTimeout
 	}
-	o.Logger = orDefault(o.Logger)
+	o.Logger = OrDefault(o.Logger)
 	return nil
 }
 

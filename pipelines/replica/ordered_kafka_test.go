@@ -8,6 +8,7 @@ import (
 
 	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
 	"github.com/reignpipe/reignpipe/internal/kafka/kafkaadmin"
+	"github.com/reignpipe/reignpipe/internal/kafka/kafkatail"
 	"github.com/reignpipe/reignpipe/internal/kafkatest"
 	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
@@ -47,7 +48,7 @@ func (s *queueSink) Close(ctx context.Context) error { return s.Flush(ctx) }
 
 func endOffsetSum(t *testing.T, cc kafkaclient.ClientConfig, topic string) int64 {
 	t.Helper()
-	end, err := kafkaclient.EndOffsets(context.Background(), cc, topic)
+	end, err := kafkatail.EndOffsets(context.Background(), cc, topic)
 	if err != nil {
 		t.Fatal(err)
 	}

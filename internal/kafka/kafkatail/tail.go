@@ -1,4 +1,6 @@
-package kafka
+// Package kafkatail reads every partition of some topics directly, with no consumer group: the
+// way a replica follows the chunk store's compacted topics (Kafka Streams' global tables).
+package kafkatail
 
 import (
 	"context"
@@ -10,6 +12,8 @@ import (
 	"time"
 
 	kafka "github.com/segmentio/kafka-go"
+
+	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
 )
 
 // TP names one partition of a topic.
@@ -58,22 +62,22 @@ type Tail struct {
 }
 
 // NewTail looks up the topics' partitions and starts reading them.
-func NewTail(ctx context.Context, cfg ClientConfig, o TailOptions) (*Tail, error) {
+func NewTail(ctx context.Context, cfg kafkaclient.ClientConfig, o TailOptions) (*Tail, error) {
 	rc, err := cfg.Resolve()
 	if err != nil {
 		return nil, err
 	}
 	if o.MaxFetchBytes <= 0 {
-		o.MaxFetchBytes = defaultMaxFetchBytes
+		o.MaxFetchBytes = kafkaclient.DefaultMaxFetchBytes
 	}
-	log := orDefault(o.Logger)
+	log := kafkaclient.OrDefault(o.Logger)
 	parts, err := Partitions(ctx, cfg, o.Topics...)
 	if err != nil {
 		return nil, err
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	t := &Tail{out: make(chan Record, tailQueue), errc: make(chan error, 1), cancel: cancel, parts: parts}
-	dialer := rc.dialer()
+	dialer := rc.Dialer()
 	for _, tp := range parts {
 		start, ok := o.Start[tp]
 		if !ok {
@@ -89,14 +93,14 @@ func NewTail(ctx context.Context, cfg ClientConfig, o TailOptions) (*Tail, error
 }
 
 // Partitions lists the partitions of the topics, sorted.
-func Partitions(ctx context.Context, cfg ClientConfig, topics ...string) ([]TP, error) {
+func Partitions(ctx context.Context, cfg kafkaclient.ClientConfig, topics ...string) ([]TP, error) {
 	rc, err := cfg.Resolve()
 	if err != nil {
 		return nil, err
 	}
 	tr := rc.Transport()
 	defer tr.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(rc.brokers...), Transport: tr, Timeout: 30 * time.Second}
+	client := &kafka.Client{Addr: kafka.TCP(rc.Brokers()...), Transport: tr, Timeout: 30 * time.Second}
 	meta, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: topics})
 	if err != nil {
 		return nil, fmt.Errorf("kafka: metadata of %v: %w", topics, err)
@@ -121,7 +125,7 @@ func Partitions(ctx context.Context, cfg ClientConfig, topics ...string) ([]TP, 
 
 // EndOffsets returns the high watermark (the offset the next record will get) of every
 // partition of the topics: what "caught up" means at the moment it is asked.
-func EndOffsets(ctx context.Context, cfg ClientConfig, topics ...string) (map[TP]int64, error) {
+func EndOffsets(ctx context.Context, cfg kafkaclient.ClientConfig, topics ...string) (map[TP]int64, error) {
 	rc, err := cfg.Resolve()
 	if err != nil {
 		return nil, err
@@ -132,7 +136,7 @@ func EndOffsets(ctx context.Context, cfg ClientConfig, topics ...string) (map[TP
 	}
 	tr := rc.Transport()
 	defer tr.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(rc.brokers...), Transport: tr, Timeout: 30 * time.Second}
+	client := &kafka.Client{Addr: kafka.TCP(rc.Brokers()...), Transport: tr, Timeout: 30 * time.Second}
 	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
 	for _, tp := range parts {
 		req.Topics[tp.Topic] = append(req.Topics[tp.Topic], kafka.LastOffsetOf(tp.Partition))
@@ -183,14 +187,9 @@ func (t *Tail) Close() {
 	t.wg.Wait()
 }
 
-func (t *Tail) read(ctx context.Context, rc Resolved, dialer *kafka.Dialer, tp TP, start int64, maxBytes int, log *slog.Logger) {
+func (t *Tail) read(ctx context.Context, rc kafkaclient.Resolved, dialer *kafka.Dialer, tp TP, start int64, maxBytes int, log *slog.Logger) {
 	log = log.With("topic", tp.Topic, "partition", tp.Partition)
-	r := kafka.NewReader(kafka.ReaderConfig{
-		Brokers: rc.brokers, Topic: tp.Topic, Partition: tp.Partition, Dialer: dialer,
-		MinBytes: 1, MaxBytes: maxBytes, MaxWait: fetchMaxWait, QueueCapacity: tailQueue,
-		ReadBackoffMin: backoffMin, ReadBackoffMax: backoffMax, IsolationLevel: kafka.ReadCommitted,
-		Logger: kafkaLogger(log, "kafka-tail"), ErrorLogger: kafkaLogger(log, "kafka-tail"),
-	})
+	r := kafkaclient.PartitionReader(rc, dialer, tp.Topic, tp.Partition, maxBytes, tailQueue, log, "kafka-tail")
 	defer r.Close()
 	if err := r.SetOffset(start); err != nil {
 		t.fail(fmt.Errorf("kafka: %s: setting the start offset %d: %w", tp, start, err))
@@ -203,7 +202,7 @@ func (t *Tail) read(ctx context.Context, rc Resolved, dialer *kafka.Dialer, tp T
 			if ctx.Err() != nil {
 				return
 			}
-			if fatalAuth(err) {
+			if kafkaclient.FatalAuth(err) {
 				t.fail(fmt.Errorf("kafka: reading %s: %w", tp, err))
 				return
 			}
@@ -220,7 +219,7 @@ func (t *Tail) read(ctx context.Context, rc Resolved, dialer *kafka.Dialer, tp T
 			}
 			attempt++
 			log.Warn("kafka tail: fetch failed; retrying", "offset", next, "attempt", attempt, "err", err)
-			if !Sleep(ctx, Backoff(attempt)) {
+			if !kafkaclient.Sleep(ctx, kafkaclient.Backoff(attempt)) {
 				return
 			}
 			continue
