@@ -17,8 +17,8 @@ PEERS_VENV := $(REIGNPIPE_HOME)/venv-peers
 PEERS_PY := $(PEERS_VENV)/bin/python
 GO ?= go
 # Packages with concurrency worth running under the race detector.
-RACE_PKGS := ./pipelines/embedded/ ./pipelines/distributed/ ./stages/gn/ ./stages/shardcache/ ./connectors/vectorfile/ \
-	./connectors/watchdir/ ./connectors/kafka/ ./internal/kafka/ ./internal/kafka/offsets/ ./connectors/pgvector/ ./pipelines/serve/
+RACE_PKGS := ./pipelines/engine/runner/ ./pipelines/engine/cluster/ ./stages/gn/ ./stages/shardcache/ ./connectors/vectorfile/ \
+	./connectors/watchdir/ ./connectors/kafka/ ./internal/kafka/ ./internal/kafka/offsets/ ./connectors/pgvector/ ./pipelines/serving/serve/
 
 .PHONY: all build fetch fetch-gpu bench-gpu gn-optimized gn-int8 gn-int8r kafka postgres tools pydeps train-deps demo test test-go test-unshared fuzz-smoke fuzz bench bench-peers clean
 
@@ -88,12 +88,12 @@ test-go:
 # runs every fuzz target for longer. Budgets are execution counts (Nx), not durations: Go 1.26's
 # fuzz coordinator can report a spurious "context deadline exceeded" when a duration budget
 # expires while a worker is mid-call on a loaded machine (golang/go#75804, fixed in Go 1.27).
-SMOKE_FUZZ := ./pipelines/serve/:FuzzReadRequest ./connectors/uspto/patentxml/:FuzzParseDocument ./connectors/uspto/:FuzzSplit \
+SMOKE_FUZZ := ./pipelines/serving/serve/:FuzzReadRequest ./connectors/uspto/patentxml/:FuzzParseDocument ./connectors/uspto/:FuzzSplit \
 	./connectors/wikipedia/:FuzzScanPages ./connectors/wikipedia/wikitext/:FuzzPlain ./connectors/jsonl/:FuzzParseLine \
 	./connectors/wikipedia/:FuzzParseNamespaces ./connectors/wikipedia/:FuzzScanBounded ./connectors/textpolicy/:FuzzClean \
 	./schemas/:FuzzDecodeChunkDoc ./schemas/:FuzzDecodeDocVector ./schemas/:FuzzDecodeRawDocument \
 	./internal/kafka/fragment/:FuzzFragmentHeaders ./internal/kafka/fragment/:FuzzAssembler \
-	./pipelines/bench/dataset/:FuzzLoCoRecords
+	./pipelines/quality/dataset/:FuzzLoCoRecords
 SMOKE_FUZZTIME ?= 50000x
 fuzz-smoke:
 	@for t in $(SMOKE_FUZZ); do pkg=$${t%%:*}; fn=$${t##*:}; \

@@ -4,7 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/reignpipe/reignpipe/pipelines/bench/build"
+	"github.com/reignpipe/reignpipe/pipelines/quality/benchdata"
 	"os"
 	"strings"
 	"time"
@@ -14,8 +14,8 @@ import (
 // pipelines/bench/build for the constructions and the split).
 func cmdBenchdata(ctx context.Context, args []string) error {
 	fs := newFlagSet("benchdata", args)
-	kind := fs.String("kind", "", "construction: "+strings.Join(build.Kinds, " or "))
-	source := fs.String("source", "", "input type: "+strings.Join(build.Sources, ", ")+" (patent-claims: uspto, the default there)")
+	kind := fs.String("kind", "", "construction: "+strings.Join(benchdata.Kinds, " or "))
+	source := fs.String("source", "", "input type: "+strings.Join(benchdata.Sources, ", ")+" (patent-claims: uspto, the default there)")
 	input := fs.String("input", "", "wikipedia dump; JSONL or USPTO file, directory or glob; textdir: directory of *.rst/*.txt")
 	out := fs.String("out", "", "output directory (corpus.jsonl, queries.jsonl, qrels/{train,val,test}.tsv, benchdata.json)")
 	seed := fs.Uint64("seed", 42, "seed of the train/val/test shuffle")
@@ -29,9 +29,9 @@ func cmdBenchdata(ctx context.Context, args []string) error {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if *kind == build.KindPatentClaims {
+	if *kind == benchdata.KindPatentClaims {
 		if *source == "" {
-			*source = build.SourceUSPTO
+			*source = benchdata.SourceUSPTO
 		}
 		// Every grant with claims and a description is a pair unless asked otherwise.
 		if !set["min-chars"] {
@@ -43,18 +43,18 @@ func cmdBenchdata(ctx context.Context, args []string) error {
 			return usageError("benchdata", "--"+req.name+" is required")
 		}
 	}
-	opts := build.Options{Kind: *kind, Source: *source, Input: *input, Out: *out, Seed: *seed, MinChars: *minChars}
+	opts := benchdata.Options{Kind: *kind, Source: *source, Input: *input, Out: *out, Seed: *seed, MinChars: *minChars}
 	if err := opts.Validate(); err != nil {
 		return err
 	}
 	start := time.Now()
-	sum, err := build.Build(ctx, opts)
+	sum, err := benchdata.Build(ctx, opts)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stdout, "%s from %s (%s): %d documents considered, %d kept, skipped %v\n",
 		sum.Kind, sum.Input, sum.Source, sum.Candidates, sum.Docs, sum.Skipped)
-	for _, s := range build.SplitNames {
+	for _, s := range benchdata.SplitNames {
 		fmt.Fprintf(os.Stdout, "  %-5s %d queries\n", s, sum.Splits[s].Queries)
 	}
 	fmt.Fprintf(os.Stdout, "wrote %s in %s\n", *out, time.Since(start).Round(time.Millisecond))

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/reignpipe/reignpipe/internal/testenv"
-	"github.com/reignpipe/reignpipe/pipelines/bench/build"
+	"github.com/reignpipe/reignpipe/pipelines/quality/benchdata"
 )
 
 func TestBenchdataFlags(t *testing.T) {
@@ -52,8 +52,8 @@ func TestBenchdataFlags(t *testing.T) {
 			}
 		})
 	}
-	var sum build.Summary
-	data, err := os.ReadFile(filepath.Join(out, build.SummaryFile))
+	var sum benchdata.Summary
+	data, err := os.ReadFile(filepath.Join(out, benchdata.SummaryFile))
 	if err != nil || json.Unmarshal(data, &sum) != nil || sum.Seed != 7 || sum.MinChars != 100 || sum.Docs != 5 {
 		t.Fatalf("benchdata.json: %v\n%s", err, data)
 	}

@@ -12,9 +12,9 @@ import (
 
 	"github.com/reignpipe/reignpipe/internal/testenv"
 	"github.com/reignpipe/reignpipe/pipelines"
-	"github.com/reignpipe/reignpipe/pipelines/bench/beir"
-	"github.com/reignpipe/reignpipe/pipelines/bench/dataset"
-	"github.com/reignpipe/reignpipe/pipelines/bench/eval"
+	"github.com/reignpipe/reignpipe/pipelines/quality/beir"
+	"github.com/reignpipe/reignpipe/pipelines/quality/dataset"
+	"github.com/reignpipe/reignpipe/pipelines/quality/eval"
 	"github.com/reignpipe/reignpipe/stages/reign"
 )
 

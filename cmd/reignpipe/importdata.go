@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"github.com/reignpipe/reignpipe/pipelines/bench/dataset"
+	"github.com/reignpipe/reignpipe/pipelines/quality/dataset"
 	"os"
 )
 

@@ -6,7 +6,7 @@ import (
 	"os"
 
 	"github.com/reignpipe/reignpipe/pipelines"
-	"github.com/reignpipe/reignpipe/pipelines/launch"
+	"github.com/reignpipe/reignpipe/pipelines/engine/launch"
 )
 
 // cmdMaterialize makes a chunk cache directory a copy of the cluster's chunk store as of now

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/reignpipe/reignpipe/pipelines/neighbors"
+	"github.com/reignpipe/reignpipe/pipelines/quality/neighbors"
 )
 
 // cmdNeighbors prints the k documents nearest to one document of a vector sink's directory

@@ -7,8 +7,8 @@ import (
 	"os"
 
 	"github.com/reignpipe/reignpipe/pipelines"
-	"github.com/reignpipe/reignpipe/pipelines/launch"
-	"github.com/reignpipe/reignpipe/pipelines/reaggregate"
+	"github.com/reignpipe/reignpipe/pipelines/engine/launch"
+	"github.com/reignpipe/reignpipe/pipelines/engine/reaggregate"
 )
 
 // cmdReaggregate recomputes every document vector of a pipeline's corpus from its chunk cache

@@ -12,7 +12,7 @@ import (
 
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/internal/testenv"
-	"github.com/reignpipe/reignpipe/pipelines/reaggregate"
+	"github.com/reignpipe/reignpipe/pipelines/engine/reaggregate"
 	"github.com/reignpipe/reignpipe/stages/gn"
 	"github.com/reignpipe/reignpipe/stages/reign"
 	"github.com/reignpipe/reignpipe/stages/shardcache"

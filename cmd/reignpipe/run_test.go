@@ -15,7 +15,7 @@ import (
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/internal/testenv"
 	"github.com/reignpipe/reignpipe/pipelines"
-	"github.com/reignpipe/reignpipe/pipelines/embedded"
+	"github.com/reignpipe/reignpipe/pipelines/engine/runner"
 )
 
 // corpusTexts are the test documents: short, empty-ish and one long enough for three windows.
@@ -203,7 +203,7 @@ func TestRunFolderCheckpointSeesAnEarlierFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	runOnce := func() *embedded.Summary {
+	runOnce := func() *runner.Summary {
 		t.Helper()
 		cfg := testConfig(t, dir, feed)
 		cfg.GN.Model, cfg.GN.Tokenizer = model, tokPath

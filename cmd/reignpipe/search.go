@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/reignpipe/reignpipe/pipelines"
-	"github.com/reignpipe/reignpipe/pipelines/query"
-	"github.com/reignpipe/reignpipe/pipelines/search"
+	"github.com/reignpipe/reignpipe/pipelines/serving/query"
+	"github.com/reignpipe/reignpipe/pipelines/serving/search"
 )
 
 // cmdSearch turns one query document into the pipeline's vector and prints the nearest

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/reignpipe/reignpipe/pipelines/search"
-	"github.com/reignpipe/reignpipe/pipelines/search/searchtest"
+	"github.com/reignpipe/reignpipe/pipelines/serving/search"
+	"github.com/reignpipe/reignpipe/pipelines/serving/search/searchtest"
 )
 
 // search prints the query, how its vector was made, and one line per hit; --format json gives

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/reignpipe/reignpipe/pipelines"
-	"github.com/reignpipe/reignpipe/pipelines/query"
-	"github.com/reignpipe/reignpipe/pipelines/search"
-	"github.com/reignpipe/reignpipe/pipelines/serve"
+	"github.com/reignpipe/reignpipe/pipelines/serving/query"
+	"github.com/reignpipe/reignpipe/pipelines/serving/search"
+	"github.com/reignpipe/reignpipe/pipelines/serving/serve"
 )
 
 // cmdServe runs the HTTP API (pipelines/serve) until interrupted, then drains it.

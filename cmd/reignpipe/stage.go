@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/reignpipe/reignpipe/pipelines"
-	"github.com/reignpipe/reignpipe/pipelines/launch"
+	"github.com/reignpipe/reignpipe/pipelines/engine/launch"
 )
 
 type stageFlags struct {

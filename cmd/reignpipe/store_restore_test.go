@@ -19,9 +19,9 @@ import (
 	"github.com/reignpipe/reignpipe/internal/kafka/kafkaadmin"
 	"github.com/reignpipe/reignpipe/internal/kafka/kafkatail"
 	"github.com/reignpipe/reignpipe/pipelines"
-	"github.com/reignpipe/reignpipe/pipelines/launch"
-	"github.com/reignpipe/reignpipe/pipelines/replica"
-	"github.com/reignpipe/reignpipe/pipelines/tune"
+	"github.com/reignpipe/reignpipe/pipelines/engine/launch"
+	"github.com/reignpipe/reignpipe/pipelines/engine/replica"
+	"github.com/reignpipe/reignpipe/pipelines/quality/tune"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/reignpipe/reignpipe/pipelines"
-	"github.com/reignpipe/reignpipe/pipelines/train"
+	"github.com/reignpipe/reignpipe/pipelines/quality/train"
 )
 
 // cmdTrain trains REIGN on a dataset's cached chunk embeddings (pipelines/train). Arguments

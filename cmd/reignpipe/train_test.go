@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/reignpipe/reignpipe/internal/testenv"
-	"github.com/reignpipe/reignpipe/pipelines/train"
+	"github.com/reignpipe/reignpipe/pipelines/quality/train"
 	"github.com/reignpipe/reignpipe/stages/reign"
 )
 

@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/reignpipe/reignpipe/pipelines"
-	"github.com/reignpipe/reignpipe/pipelines/train"
-	"github.com/reignpipe/reignpipe/pipelines/tune"
+	"github.com/reignpipe/reignpipe/pipelines/quality/train"
+	"github.com/reignpipe/reignpipe/pipelines/quality/tune"
 )
 
 // cmdTune adapts REIGN to the corpus in a pipeline's chunk cache and promotes it only when it

@@ -13,7 +13,7 @@ import (
 
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/internal/testenv"
-	"github.com/reignpipe/reignpipe/pipelines/tune"
+	"github.com/reignpipe/reignpipe/pipelines/quality/tune"
 )
 
 // writeTuneCorpus writes n documents of six topic paragraphs each as pipeline input.

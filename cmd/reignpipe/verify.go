@@ -7,7 +7,7 @@ import (
 	"os"
 
 	"github.com/reignpipe/reignpipe/pipelines"
-	"github.com/reignpipe/reignpipe/pipelines/verify"
+	"github.com/reignpipe/reignpipe/pipelines/engine/verify"
 )
 
 func cmdVerify(_ context.Context, args []string) error {

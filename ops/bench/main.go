@@ -29,9 +29,9 @@ import (
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/connectors/wikipedia"
 	"github.com/reignpipe/reignpipe/pipelines"
-	"github.com/reignpipe/reignpipe/pipelines/embedded"
-	"github.com/reignpipe/reignpipe/pipelines/parts"
-	"github.com/reignpipe/reignpipe/pipelines/runstate"
+	"github.com/reignpipe/reignpipe/pipelines/engine/parts"
+	"github.com/reignpipe/reignpipe/pipelines/engine/runner"
+	"github.com/reignpipe/reignpipe/pipelines/engine/runstate"
 	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/aggregate"
 	"github.com/reignpipe/reignpipe/stages/chunk"
@@ -217,7 +217,7 @@ func (a batcherAdapter) Submit(ctx context.Context, w []int32, out []float32, do
 
 func (a batcherAdapter) Abort(err error) { a.b.Abort(err) }
 
-func pipelineRun(dump string, maxDocs int, dir string, round int, model *gn.Model, tok *wordpiece.Tokenizer, p chunk.Params, maxBatch int) (float64, *embedded.Runner, gn.BatcherStats, error) {
+func pipelineRun(dump string, maxDocs int, dir string, round int, model *gn.Model, tok *wordpiece.Tokenizer, p chunk.Params, maxBatch int) (float64, *runner.Runner, gn.BatcherStats, error) {
 	t0 := time.Now()
 	src, err := openSource(dump)
 	if err != nil {
@@ -244,9 +244,9 @@ func pipelineRun(dump string, maxDocs int, dir string, round int, model *gn.Mode
 		return 0, nil, gn.BatcherStats{}, err
 	}
 	defer dl.Close(context.Background())
-	r, err := embedded.New(embedded.Parts{Source: &limited{Source: src, n: maxDocs, left: maxDocs}, Tokenizer: tok, Chunking: p,
+	r, err := runner.New(runner.Parts{Source: &limited{Source: src, n: maxDocs, left: maxDocs}, Tokenizer: tok, Chunking: p,
 		Fingerprint: model.Fingerprint(), Dim: model.Dim(), Embedder: batcherAdapter{batcher}, Cache: cache,
-		Aggregator: agg, Sinks: []connectors.Sink{sink}, DeadLetter: dl}, embedded.Options{})
+		Aggregator: agg, Sinks: []connectors.Sink{sink}, DeadLetter: dl}, runner.Options{})
 	if err != nil {
 		return 0, nil, gn.BatcherStats{}, err
 	}

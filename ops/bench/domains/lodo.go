@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/reignpipe/reignpipe/pipelines"
-	"github.com/reignpipe/reignpipe/pipelines/tune"
+	"github.com/reignpipe/reignpipe/pipelines/quality/tune"
 )
 
 // The split every run shares: tune's defaults would give pydoc's 214 documents about 21 test

@@ -11,9 +11,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/reignpipe/reignpipe/pipelines/bench/eval"
-	"github.com/reignpipe/reignpipe/pipelines/bench/retrieval"
-	"github.com/reignpipe/reignpipe/pipelines/tune"
+	"github.com/reignpipe/reignpipe/pipelines/quality/eval"
+	"github.com/reignpipe/reignpipe/pipelines/quality/retrieval"
+	"github.com/reignpipe/reignpipe/pipelines/quality/tune"
 )
 
 func readJSON(path string, v any) error {

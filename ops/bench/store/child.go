@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/reignpipe/reignpipe/internal/memstat"
-	"github.com/reignpipe/reignpipe/pipelines/reaggregate"
+	"github.com/reignpipe/reignpipe/pipelines/engine/reaggregate"
 	"github.com/reignpipe/reignpipe/stages/aggregate"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )

@@ -33,7 +33,7 @@ import (
 	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
 	"github.com/reignpipe/reignpipe/internal/kafka/kafkaadmin"
 	"github.com/reignpipe/reignpipe/internal/kafka/kafkatail"
-	"github.com/reignpipe/reignpipe/pipelines/replica"
+	"github.com/reignpipe/reignpipe/pipelines/engine/replica"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
 

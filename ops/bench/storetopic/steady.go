@@ -10,7 +10,7 @@ import (
 	"time"
 
 	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
-	"github.com/reignpipe/reignpipe/pipelines/replica"
+	"github.com/reignpipe/reignpipe/pipelines/engine/replica"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
 

@@ -1,4 +1,4 @@
-"""Retrieval and nDCG@k as reignpipe's Go evaluation computes them (pipelines/bench/retrieval), so the
+"""Retrieval and nDCG@k as reignpipe's Go evaluation computes them (pipelines/quality/retrieval), so the
 trainer's model selection and `reignpipe eval` score the same thing:
 similarity = dot product (float64) of L2-normalised float32 vectors, ties broken by ascending
 corpus id, hits whose id equals the query id dropped (self-matches), gain 2^rel - 1, discount

@@ -1,0 +1,214 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/schemas"
+	"github.com/reignpipe/reignpipe/stages/aggregate"
+)
+
+// fakeSource yields docs, with a bad input at the positions in bad, and records acks.
+type fakeSource struct {
+	n     int
+	bad   map[int]bool
+	i     int
+	acked []int
+}
+
+func (s *fakeSource) Read(ctx context.Context) (schemas.Document, connectors.AckFunc, error) {
+	if s.i >= s.n {
+		return schemas.Document{}, nil, io.EOF
+	}
+	i := s.i
+	s.i++
+	ack := func(context.Context, error) error { s.acked = append(s.acked, i); return nil }
+	if s.bad[i] {
+		return schemas.Document{}, ack, &connectors.BadInputError{DocID: "bad", Position: "line", Reason: errors.New("broken")}
+	}
+	return schemas.Document{ID: string(rune('a' + i)), Text: "x"}, ack, nil
+}
+func (s *fakeSource) Stats() connectors.SourceStats   { return connectors.SourceStats{} }
+func (s *fakeSource) Close(ctx context.Context) error { return nil }
+
+// fakeOut records writes and, at each flush, how many inputs had been acked before it.
+type fakeOut struct {
+	src          *fakeSource
+	written      []string
+	flushed      int
+	ackedAtFlush []int
+	failFlush    bool
+}
+
+func (o *fakeOut) WriteDocument(ctx context.Context, d schemas.Document) error {
+	o.written = append(o.written, d.ID)
+	return nil
+}
+func (o *fakeOut) Flush(ctx context.Context) error {
+	if o.failFlush {
+		return errors.New("broker gone")
+	}
+	o.ackedAtFlush = append(o.ackedAtFlush, len(o.src.acked))
+	o.flushed = len(o.written)
+	return nil
+}
+
+type fakeDL struct{ got []schemas.DeadLetter }
+
+func (d *fakeDL) WriteDeadLetter(ctx context.Context, l schemas.DeadLetter) error {
+	d.got = append(d.got, l)
+	return nil
+}
+func (d *fakeDL) Close(ctx context.Context) error { return nil }
+
+func TestIngestAcksOnlyFlushedInputs(t *testing.T) {
+	src := &fakeSource{n: 7, bad: map[int]bool{3: true}}
+	out := &fakeOut{src: src}
+	dl := &fakeDL{}
+	var c Counters
+	var marks []int64
+	err := Ingest(context.Background(), src, out, dl, IngestOptions{
+		Options:  Options{CommitEvery: 3},
+		OnCommit: func(w int64) error { marks = append(marks, w); return nil },
+	}, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(out.written, ""); got != "abcefg" {
+		t.Errorf("written %q", got)
+	}
+	if len(dl.got) != 1 || dl.got[0].Stage != "source" || dl.got[0].Err != "broken" {
+		t.Errorf("dead letters %+v", dl.got)
+	}
+	if len(src.acked) != 7 {
+		t.Errorf("acked %v, want all 7 inputs", src.acked)
+	}
+	// Every flush happened before the acks of what it made durable.
+	for i, n := range out.ackedAtFlush {
+		if n != 3*i {
+			t.Errorf("flush %d saw %d inputs acked, want %d", i, n, 3*i)
+		}
+	}
+	if marks[len(marks)-1] != 7 || c.Inputs.Load() != 7 || c.Written.Load() != 6 || c.DeadLetters.Load() != 1 {
+		t.Errorf("watermarks %v, counters in=%d written=%d dl=%d", marks, c.Inputs.Load(), c.Written.Load(), c.DeadLetters.Load())
+	}
+}
+
+func TestIngestResumeAndFailedFlush(t *testing.T) {
+	src := &fakeSource{n: 5}
+	out := &fakeOut{src: src}
+	var c Counters
+	if err := Ingest(context.Background(), src, out, &fakeDL{}, IngestOptions{Resume: 2}, &c); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(out.written, ""); got != "cde" {
+		t.Errorf("resumed run wrote %q, want cde", got)
+	}
+	src2 := &fakeSource{n: 4}
+	out2 := &fakeOut{src: src2, failFlush: true}
+	err := Ingest(context.Background(), src2, out2, &fakeDL{}, IngestOptions{Options: Options{CommitEvery: 2}}, &c)
+	if err == nil || len(src2.acked) != 0 {
+		t.Errorf("a failed flush must end the stage without acking: err %v, acked %v", err, src2.acked)
+	}
+}
+
+// fakeChunks yields chunk docs, then blocks until ctx ends (a stream has no end).
+type fakeChunks struct {
+	docs    []schemas.ChunkDoc
+	i       int
+	acked   int
+	ackErrs int // acks that carried a dead-letter reason
+	commits []int
+}
+
+func (f *fakeChunks) Next(ctx context.Context) (schemas.ChunkDoc, connectors.AckFunc, error) {
+	if f.i >= len(f.docs) {
+		<-ctx.Done()
+		return schemas.ChunkDoc{}, nil, ctx.Err()
+	}
+	d := f.docs[f.i]
+	f.i++
+	return d, func(_ context.Context, err error) error {
+		f.acked++
+		if err != nil {
+			f.ackErrs++
+		}
+		return nil
+	}, nil
+}
+func (f *fakeChunks) Commit(ctx context.Context) error {
+	f.commits = append(f.commits, f.acked)
+	return nil
+}
+
+type fakeSink struct{ got []schemas.DocVector }
+
+func (s *fakeSink) Write(ctx context.Context, v schemas.DocVector) error {
+	s.got = append(s.got, v)
+	return nil
+}
+func (s *fakeSink) Flush(ctx context.Context) error { return nil }
+func (s *fakeSink) Close(ctx context.Context) error { return nil }
+
+func TestAggregateDeadLettersForeignSpace(t *testing.T) {
+	mp, err := aggregate.NewMeanPool(2, "fp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := func(id, fp string) schemas.ChunkDoc {
+		return schemas.ChunkDoc{DocID: id, Fingerprint: fp, Dim: 2, K: 8, S: 8, Keys: []uint64{1, 2}, Embeddings: []float32{1, 0, 0, 1}}
+	}
+	in := &fakeChunks{docs: []schemas.ChunkDoc{doc("a", "fp"), doc("b", "other-gn"), doc("c", "fp")}}
+	sink, dl := &fakeSink{}, &fakeDL{}
+	ctx, cancel := context.WithCancel(context.Background())
+	var c Counters
+	done := make(chan error)
+	go func() {
+		done <- Aggregate(ctx, AggregateParts{Input: in, Space: Space{Fingerprint: "fp", Dim: 2, K: 8, S: 8}, Aggregator: mp, Sinks: []connectors.Sink{sink}, DeadLetter: dl},
+			Options{CommitEvery: 1}, &c)
+	}()
+	for c.Inputs.Load() < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.got) != 2 || sink.got[0].DocID != "a" || sink.got[1].DocID != "c" || sink.got[0].NChunks != 2 {
+		t.Fatalf("vectors %+v", sink.got)
+	}
+	want := float32(1 / 1.4142135)
+	if v := sink.got[0].Vector; v[0] < want-1e-6 || v[0] > want+1e-6 {
+		t.Errorf("mean-pool of (1,0),(0,1) = %v", v)
+	}
+	if len(dl.got) != 1 || dl.got[0].DocID != "b" || !strings.Contains(dl.got[0].Err, "other-gn") {
+		t.Errorf("dead letters %+v", dl.got)
+	}
+	if in.acked != 3 || in.ackErrs != 1 || in.commits[len(in.commits)-1] != 3 {
+		t.Errorf("acked %d (%d with a dead-letter reason, want 1), commits %v", in.acked, in.ackErrs, in.commits)
+	}
+}
+
+// TestAggregateCommitsWhileInputIsQuiet: documents read before the input goes quiet are
+// flushed and committed within CommitInterval, without waiting for more input.
+func TestAggregateCommitsWhileInputIsQuiet(t *testing.T) {
+	mp, _ := aggregate.NewMeanPool(2, "fp")
+	in := &fakeChunks{docs: []schemas.ChunkDoc{{DocID: "a", Fingerprint: "fp", Dim: 2, K: 8, S: 8, Keys: []uint64{1}, Embeddings: []float32{1, 0}}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var c Counters
+	go Aggregate(ctx, AggregateParts{Input: in, Space: Space{Fingerprint: "fp", Dim: 2, K: 8, S: 8}, Aggregator: mp, Sinks: []connectors.Sink{&fakeSink{}}, DeadLetter: &fakeDL{}},
+		Options{CommitEvery: 100, CommitInterval: 20 * time.Millisecond}, &c)
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Commits.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the document read before the input went quiet was never committed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -1,0 +1,346 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/connectors/vectorfile"
+	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
+	"github.com/reignpipe/reignpipe/pipelines/engine/runner"
+	"github.com/reignpipe/reignpipe/schemas"
+	"github.com/reignpipe/reignpipe/stages/shardcache"
+)
+
+// Publisher is the chunk cache an embed worker's runner uses (runner.ChunkCache) when the
+// store of record is on Kafka. The runner's writer calls Add for the windows the GN embedded
+// and PutManifest for each document; Publisher sends the windows to P.windows at once, holds the
+// manifests, and at the writer's commit (Flush, before the chunk sinks are flushed and the
+// inputs acked) makes them durable in this order:
+//
+//  1. the new windows are acknowledged by the broker, and only then enter the local cache;
+//  2. the manifests are sent and acknowledged, and only then enter the local cache;
+//  3. the local cache is flushed.
+//
+// So no manifest, on the topic or in any replica, names a window that exists nowhere else, and
+// a raw offset is acked only after its windows and manifest are durable on the broker. Windows
+// sent but not yet acknowledged are served to Get from memory, so the worker does not embed
+// them twice (the runner's in-flight sharing covers windows still at the GN).
+type Publisher struct {
+	cache              *shardcache.Cache
+	windows, manifests *kafkaclient.Producer
+	space              Space
+	spaceHeaders       []kafkago.Header
+
+	mu      sync.Mutex
+	pending map[uint64][]float32 // sent to P.windows, not yet acknowledged
+	rows    []shardcache.Row     // the same, in order, for the local cache
+	mans    []shardcache.Manifest
+
+	windowsSent, manifestsSent, manifestsKnown atomic.Int64
+}
+
+var _ runner.ChunkCache = (*Publisher)(nil)
+
+// NewPublisher writes through the producers of P.windows (which must not fragment) and
+// P.manifests into cache.
+func NewPublisher(cache *shardcache.Cache, windows, manifests *kafkaclient.Producer, sp Space) *Publisher {
+	return &Publisher{cache: cache, windows: windows, manifests: manifests, space: sp, spaceHeaders: SpaceHeaders(sp), pending: map[uint64][]float32{}}
+}
+
+// SpaceHeaders are the headers naming a record's space.
+func SpaceHeaders(sp Space) []kafkago.Header {
+	h := func(k, v string) kafkago.Header { return kafkago.Header{Key: k, Value: []byte(v)} }
+	return []kafkago.Header{
+		h(schemas.HeaderGNFingerprint, sp.Fingerprint), h(schemas.HeaderK, strconv.Itoa(sp.K)),
+		h(schemas.HeaderS, strconv.Itoa(sp.S)), h(schemas.HeaderDim, strconv.Itoa(sp.Dim)),
+	}
+}
+
+// WindowMessage is the P.windows record of one window.
+func WindowMessage(r shardcache.Row, spaceHeaders []kafkago.Header) kafkaclient.Message {
+	hs := make([]kafkago.Header, 0, len(spaceHeaders)+4)
+	hs = append(hs, kafkago.Header{Key: schemas.HeaderSchema, Value: []byte(schemas.SchemaWindow)})
+	hs = append(hs, spaceHeaders...)
+	hs = append(hs,
+		kafkago.Header{Key: schemas.HeaderDocID, Value: []byte(r.DocID)},
+		kafkago.Header{Key: schemas.HeaderChunkIndex, Value: []byte(strconv.Itoa(int(r.ChunkIndex)))},
+		kafkago.Header{Key: schemas.HeaderNTokens, Value: []byte(strconv.Itoa(int(r.NTokens)))})
+	return kafkaclient.Message{Key: schemas.WindowKeyString(r.Key), Value: schemas.AppendWindowValue(nil, r.Embedding), Headers: hs}
+}
+
+// ManifestMessage is the P.manifests record of one manifest.
+func ManifestMessage(m shardcache.Manifest, sp Space, spaceHeaders []kafkago.Header) (kafkaclient.Message, error) {
+	v, err := schemas.EncodeManifest(nil, ToStore(m, sp.Dim))
+	if err != nil {
+		return kafkaclient.Message{}, err
+	}
+	hs := append([]kafkago.Header{{Key: schemas.HeaderSchema, Value: []byte(schemas.SchemaManifest)}}, spaceHeaders...)
+	return kafkaclient.Message{Key: m.DocID, Value: v, Headers: hs}, nil
+}
+
+// Get serves a window from the windows awaiting their acknowledgement, then from the cache.
+func (p *Publisher) Get(key uint64, dst []float32) (bool, error) {
+	p.mu.Lock()
+	if e, ok := p.pending[key]; ok {
+		copy(dst, e)
+		p.mu.Unlock()
+		return true, nil
+	}
+	p.mu.Unlock()
+	return p.cache.Get(key, dst)
+}
+
+// Add sends a window the GN embedded to P.windows; it enters the local cache at the next Flush,
+// once acknowledged. A window another worker's record brought in meanwhile is not sent again.
+func (p *Publisher) Add(r shardcache.Row) (bool, error) {
+	p.mu.Lock()
+	_, dup := p.pending[r.Key]
+	p.mu.Unlock()
+	if dup {
+		return false, nil
+	}
+	if has, err := p.cache.Contains(r.Key); err != nil || has {
+		return false, err
+	}
+	// Send may flush on its own (a full queue): windows durable early is always safe.
+	if err := p.windows.Send(context.Background(), WindowMessage(r, p.spaceHeaders)); err != nil {
+		return false, fmt.Errorf("publishing window %016x to the store's window topic: %w", r.Key, err)
+	}
+	emb := append([]float32(nil), r.Embedding...)
+	r.Embedding = emb
+	p.mu.Lock()
+	p.pending[r.Key] = emb
+	p.rows = append(p.rows, r)
+	p.mu.Unlock()
+	p.windowsSent.Add(1)
+	return true, nil
+}
+
+// PutManifest holds m until its windows are acknowledged (Flush).
+func (p *Publisher) PutManifest(m shardcache.Manifest) error {
+	m.Keys = append([]uint64(nil), m.Keys...)
+	p.mu.Lock()
+	p.mans = append(p.mans, m)
+	p.mu.Unlock()
+	return nil
+}
+
+// Flush is the commit: windows acknowledged → local; manifests sent and acknowledged → local;
+// local cache flushed. On an error nothing is acked by the runner, which ends the run.
+func (p *Publisher) Flush() error {
+	if err := p.Publish(context.Background()); err != nil {
+		return err
+	}
+	return p.cache.Flush()
+}
+
+// Publish makes the windows, then the manifests, added so far durable on the broker and puts
+// them into the local cache (not flushed). The chunk sink calls it before its own producer
+// could flush on its own, so a chunk record is never acknowledged before its windows.
+func (p *Publisher) Publish(ctx context.Context) error {
+	if err := p.windows.Flush(ctx); err != nil {
+		return fmt.Errorf("store window topic: %w", err)
+	}
+	p.mu.Lock()
+	rows, mans := p.rows, p.mans
+	p.rows, p.mans = nil, nil
+	p.mu.Unlock()
+	for _, r := range rows {
+		if _, err := p.cache.Add(r); err != nil {
+			return err
+		}
+	}
+	p.mu.Lock()
+	for _, r := range rows {
+		delete(p.pending, r.Key)
+	}
+	p.mu.Unlock()
+	var sent []shardcache.Manifest
+	for _, m := range mans {
+		// One record per (doc id, version): a version the store already holds with the same
+		// content and windows (a re-ingest) is not sent again, and neither is an older version
+		// than the store's (compaction keeps a key's last record, not its newest version).
+		old, ok, err := p.cache.Manifest(m.DocID)
+		if err != nil {
+			return err
+		}
+		if ok && (olderThan(m, old) || sameManifest(m, old)) {
+			p.manifestsKnown.Add(1)
+			continue
+		}
+		msg, err := ManifestMessage(m, p.space, p.spaceHeaders)
+		if err == nil {
+			err = p.manifests.Send(ctx, msg)
+		}
+		if err != nil {
+			return fmt.Errorf("publishing the manifest of %s to the store's manifest topic: %w", m.DocID, err)
+		}
+		sent = append(sent, m)
+	}
+	if err := p.manifests.Flush(ctx); err != nil {
+		return fmt.Errorf("store manifest topic: %w", err)
+	}
+	for _, m := range sent {
+		if _, err := PutNewest(p.cache, m); err != nil {
+			return err
+		}
+	}
+	p.manifestsSent.Add(int64(len(sent)))
+	return nil
+}
+
+// PublisherStats count what this worker wrote to the store's topics.
+type PublisherStats struct {
+	WindowsPublished   int64 `json:"windows_published"`
+	ManifestsPublished int64 `json:"manifests_published"`
+	ManifestsKnown     int64 `json:"manifests_known"` // already in the store (same version and windows, or newer)
+}
+
+func (p *Publisher) Stats() PublisherStats {
+	return PublisherStats{WindowsPublished: p.windowsSent.Load(), ManifestsPublished: p.manifestsSent.Load(), ManifestsKnown: p.manifestsKnown.Load()}
+}
+
+func olderThan(m, old shardcache.Manifest) bool {
+	return vectorfile.CompareVersions(m.Version, old.Version) < 0
+}
+
+func sameManifest(a, b shardcache.Manifest) bool {
+	if a.Version != b.Version || a.ContentHash != b.ContentHash || a.Title != b.Title || a.Source != b.Source || a.NTokens != b.NTokens || len(a.Keys) != len(b.Keys) {
+		return false
+	}
+	for i := range a.Keys {
+		if a.Keys[i] != b.Keys[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Records a sink's producer sends are acknowledged when that producer flushes, which it also
+// does by itself when its queue fills (internal/kafka: 1000 records or 16 MiB). A chunk or vector
+// record must never be acknowledged before the windows and manifest of its document, so the
+// ordered sinks below count what their producer has queued since its last flush and, before the
+// queue could reach the producer's own threshold, publish the store's windows and manifests
+// (Publisher.Publish) and then flush the producer themselves.
+
+// Bounds under the producer's own flush thresholds (internal/kafka: 1000 records, 16 MiB).
+const (
+	orderedRecords = 500
+	orderedBytes   = 8 << 20
+)
+
+// ordered is what one sink's producer holds since its last flush.
+type ordered struct {
+	records, bytes int
+}
+
+// before is called before a record of about size bytes is queued in the producer that flush
+// flushes: the store first, then the queued records, whenever this record could make the
+// producer flush by itself.
+func (o *ordered) before(ctx context.Context, pub *Publisher, maxRecordBytes, size int, flush func(context.Context) error) error {
+	if pub == nil {
+		return errors.New("ordered sink: no store publisher attached (internal error)")
+	}
+	recs := 1
+	if maxRecordBytes > 0 {
+		recs += size / maxRecordBytes // fragments
+	}
+	if o.records > 0 && (o.records+recs > orderedRecords || o.bytes+size > orderedBytes) {
+		// Windows and manifests of every queued record first, then those records: the queue
+		// is empty again, far from the producer's own threshold.
+		if err := pub.Publish(ctx); err != nil {
+			return err
+		}
+		if err := flush(ctx); err != nil {
+			return err
+		}
+		o.records, o.bytes = 0, 0
+	}
+	if size > orderedBytes {
+		// One document past the bound by itself: its Send may flush at once, so its own
+		// windows and manifest go first.
+		if err := pub.Publish(ctx); err != nil {
+			return err
+		}
+	}
+	o.records += recs
+	o.bytes += size
+	return nil
+}
+
+// OrderedChunkSink keeps a chunk record (embed stage) from being acknowledged before the
+// windows and manifest of its document.
+type OrderedChunkSink struct {
+	Inner runner.ChunkSink
+	// Pub is set before the first write (the worker's store is attached after the sinks are
+	// made).
+	Pub            *Publisher
+	MaxRecordBytes int
+	q              ordered
+}
+
+func (s *OrderedChunkSink) WriteChunks(ctx context.Context, c schemas.ChunkDoc) error {
+	size := 256 + len(c.Keys)*8 + len(c.Embeddings)*4 + len(c.Title) + len(c.DocID) + len(c.Source)
+	if err := s.q.before(ctx, s.Pub, s.MaxRecordBytes, size, s.Inner.Flush); err != nil {
+		return err
+	}
+	return s.Inner.WriteChunks(ctx, c)
+}
+
+// Flush is called by the writer after the cache's (the Publisher's) Flush.
+func (s *OrderedChunkSink) Flush(ctx context.Context) error {
+	if err := s.Inner.Flush(ctx); err != nil {
+		return err
+	}
+	s.q = ordered{}
+	return nil
+}
+
+// OrderedVectorSink keeps a vector record (the kafka sink of stage process) from being
+// acknowledged before the windows and manifest of its document, as OrderedChunkSink does for
+// chunk records.
+type OrderedVectorSink struct {
+	Inner connectors.Sink
+	// Pub returns the worker's publisher; it is attached before the sinks are opened.
+	Pub            func() *Publisher
+	MaxRecordBytes int
+	q              ordered
+}
+
+var _ connectors.Sink = (*OrderedVectorSink)(nil)
+
+// vectorRecordBytes bounds a vector record's size in any format: a float32 is 4 bytes in RPDV
+// and at most 15 characters in JSON ("-1.17549435e-38" plus a comma), a string at most 6 times
+// its bytes once escaped.
+func vectorRecordBytes(v schemas.DocVector) int {
+	return 512 + 16*(len(v.Vector)+len(v.GNVector)) + 6*(len(v.DocID)+len(v.Title)+len(v.Source)+len(v.Version)+len(v.Space))
+}
+
+func (s *OrderedVectorSink) Write(ctx context.Context, v schemas.DocVector) error {
+	var pub *Publisher
+	if s.Pub != nil {
+		pub = s.Pub()
+	}
+	if err := s.q.before(ctx, pub, s.MaxRecordBytes, vectorRecordBytes(v), s.Inner.Flush); err != nil {
+		return err
+	}
+	return s.Inner.Write(ctx, v)
+}
+
+// Flush is called by the writer after the cache's (the Publisher's) Flush.
+func (s *OrderedVectorSink) Flush(ctx context.Context) error {
+	if err := s.Inner.Flush(ctx); err != nil {
+		return err
+	}
+	s.q = ordered{}
+	return nil
+}
+
+func (s *OrderedVectorSink) Close(ctx context.Context) error { return s.Inner.Close(ctx) }

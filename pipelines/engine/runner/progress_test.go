@@ -1,0 +1,122 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The ETA is the amount left at the rate of the last minute: not the average since the start,
+// which a slow start (or a resumed run's skipped inputs) would skew for the whole run.
+func TestETA(t *testing.T) {
+	s := time.Second
+	cases := []struct {
+		name    string
+		samples []rateSample // (time since start, bytes done)
+		left    float64
+		want    time.Duration // 0: no ETA
+	}{
+		{"steady", []rateSample{{0, 0}, {10 * s, 100}}, 900, 90 * s},
+		{"too early", []rateSample{{0, 0}, {2 * s, 100}}, 900, 0},
+		{"one sample", []rateSample{{10 * s, 100}}, 900, 0},
+		{"stalled", []rateSample{{0, 100}, {30 * s, 100}}, 900, 0},
+		{"nothing left", []rateSample{{0, 0}, {10 * s, 100}}, 0, 0},
+		// 10 B/s for a minute, then 20 B/s: only the last minute counts.
+		{"faster now", []rateSample{{0, 0}, {60 * s, 600}, {120 * s, 1800}}, 1200, 60 * s},
+		// Slow first minute (model warm-up): the last minute did 25 B/s; the average since the
+		// start (15 B/s) would say 80 s.
+		{"slow start forgotten", []rateSample{{0, 0}, {30 * s, 150}, {60 * s, 300}, {90 * s, 900}, {120 * s, 1800}}, 1200, 48 * s},
+		// Bar frames every half second: the window keeps the newest sample a full span back.
+		{"frames", func() []rateSample {
+			var out []rateSample
+			for i := 0; i <= 240; i++ {
+				out = append(out, rateSample{time.Duration(i) * s / 2, float64(i) * 5})
+			}
+			return out
+		}(), 1000, 100 * s},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := rateWindow{span: etaSpan}
+			for _, x := range c.samples {
+				w.add(x.at, x.done)
+			}
+			got, ok := w.eta(c.left)
+			if c.want == 0 && ok || c.want != 0 && (!ok || (got-c.want).Abs() > time.Millisecond) {
+				t.Fatalf("eta %v (%v), want %v", got, ok, c.want)
+			}
+			if len(w.samples) > 0 && w.samples[len(w.samples)-1].at-w.samples[0].at > etaSpan+s {
+				t.Fatalf("kept %v of samples", w.samples[len(w.samples)-1].at-w.samples[0].at)
+			}
+		})
+	}
+}
+
+// heldGN holds every window until released, like a GN busy with earlier batches.
+type heldGN struct {
+	mu      sync.Mutex
+	open    bool
+	pending []func()
+}
+
+func (g *heldGN) Submit(ctx context.Context, w []int32, out []float32, done func(error)) error {
+	f := func() { copy(out, vectorOf(w)); done(nil) }
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.open {
+		go f()
+		return nil
+	}
+	g.pending = append(g.pending, f)
+	return nil
+}
+
+func (g *heldGN) Abort(error) {}
+
+func (g *heldGN) release() {
+	g.mu.Lock()
+	p := g.pending
+	g.pending, g.open = nil, true
+	g.mu.Unlock()
+	for _, f := range p {
+		go f()
+	}
+}
+
+// The bar counts windows once they have their embedding, not when they are cut: while the GN
+// holds every window, it shows none done.
+func TestProgressCountsWindowsDone(t *testing.T) {
+	rg := newRig(t, t.TempDir(), corpus(12), Options{})
+	g := &heldGN{}
+	rg.r.parts.Embedder = g
+	var out bytes.Buffer
+	p := &Progress{r: rg.r, src: rg.src, mode: "bar", out: &out, started: time.Now(), rate: rateWindow{span: etaSpan}}
+	errc := make(chan error, 1)
+	go func() { errc <- rg.r.Run(context.Background()) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for rg.r.C.GNWindows.Load() < 5 {
+		if time.Now().After(deadline) {
+			t.Fatal("no window reached the GN")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	p.report(false)
+	if cut := rg.r.C.Windows.Load(); !strings.Contains(out.String(), "windows 0 ") || !strings.Contains(out.String(), "GN 0") || cut == 0 {
+		t.Fatalf("with %d windows cut and none embedded the bar read %q", cut, out.String())
+	}
+	g.release()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	p.report(true)
+	c := &rg.r.C
+	if c.WindowsDone.Load() != c.Windows.Load() || c.GNDone.Load() != c.GNWindows.Load() ||
+		!strings.Contains(out.String(), "windows "+strconv.FormatInt(c.Windows.Load(), 10)+" ") {
+		t.Fatalf("done %d of %d windows (GN %d of %d); bar %q", c.WindowsDone.Load(), c.Windows.Load(), c.GNDone.Load(), c.GNWindows.Load(), out.String())
+	}
+}

@@ -1,0 +1,47 @@
+package runner
+
+import (
+	"context"
+	"testing"
+
+	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/stages/aggregate"
+	"github.com/reignpipe/reignpipe/stages/chunk"
+	"github.com/reignpipe/reignpipe/stages/shardcache"
+)
+
+// countingSink is a sink that tells what it did with the vectors (connectors.SinkCounter).
+type countingSink struct{ memSink }
+
+func (c *countingSink) Counts() map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return map[string]int64{"inserted": int64(len(c.durable))}
+}
+
+// The summary reports the counts of the sinks that keep them, under their output names, and
+// nothing for the others.
+func TestSummaryCarriesSinkCounts(t *testing.T) {
+	p := chunk.Params{K: 10, S: 10}
+	cache, err := shardcache.Open(shardcache.Options{Dir: t.TempDir(), Fingerprint: "fake-gn", Dim: dim, K: p.K, S: p.S, RowsPerShard: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	agg, _ := aggregate.NewMeanPool(dim, "fake-gn")
+	plain, counting := &memSink{}, &countingSink{}
+	r, err := New(Parts{Source: &sliceSource{docs: corpus(7)}, Tokenizer: wordTokenizer{}, Chunking: p, Fingerprint: "fake-gn", Dim: dim,
+		Embedder: &fakeGN{}, Cache: cache, Aggregator: agg, Sinks: []connectors.Sink{plain, counting}, DeadLetter: &memDL{}},
+		Options{CommitEvery: 3, TokenizeWorkers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := Summary{Outputs: []string{"out/v", "pgvector:127.0.0.1:5432/db table reignpipe"}}
+	r.Summarize(&s, connectors.SourceStats{})
+	if len(s.Sinks) != 1 || s.Sinks["pgvector:127.0.0.1:5432/db table reignpipe"]["inserted"] != 7 {
+		t.Fatalf("sinks %v, want the counting sink's 7 inserted only", s.Sinks)
+	}
+}
