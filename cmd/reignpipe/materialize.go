@@ -6,11 +6,11 @@ import (
 	"os"
 
 	"github.com/reignpipe/reignpipe/pipelines"
-	"github.com/reignpipe/reignpipe/pipelines/engine/launch"
+	"github.com/reignpipe/reignpipe/pipelines/engine/cluster"
 )
 
 // cmdMaterialize makes a chunk cache directory a copy of the cluster's chunk store as of now
-// (launch.Materialize), for reaggregate, train, eval and verify.
+// (cluster.Materialize), for reaggregate, train, eval and verify.
 func cmdMaterialize(ctx context.Context, args []string) error {
 	fs := newFlagSet("materialize", args)
 	cacheDir := fs.String("cache-dir", "", "override cache.dir: the directory to materialise the store into")
@@ -35,7 +35,7 @@ func cmdMaterialize(ctx context.Context, args []string) error {
 	if *cacheDir != "" {
 		cfg.Cache.Dir = *cacheDir
 	}
-	sum, err := launch.Materialize(ctx, cfg)
+	sum, err := cluster.Materialize(ctx, cfg)
 	if sum != nil {
 		os.Stdout.Write(sum.JSON())
 	}

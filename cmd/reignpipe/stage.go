@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/reignpipe/reignpipe/pipelines"
-	"github.com/reignpipe/reignpipe/pipelines/engine/launch"
+	"github.com/reignpipe/reignpipe/pipelines/engine/cluster"
 )
 
 type stageFlags struct {
@@ -26,14 +26,14 @@ func cmdStage(ctx context.Context, args []string) error {
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "override cache.dir (each embed worker keeps its own chunk cache)")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "override run.metrics_addr (one port per process)")
 	fs.BoolVar(&f.fromScratch, "from-scratch", false, "ingest: forget the source checkpoint")
-	fs.Int64Var(&f.maxLag, "replica-max-lag", launch.DefaultReplicaMaxLag, "embed, process: store records the chunk cache replica may be behind when the worker joins its consumer group")
+	fs.Int64Var(&f.maxLag, "replica-max-lag", cluster.DefaultReplicaMaxLag, "embed, process: store records the chunk cache replica may be behind when the worker joins its consumer group")
 	fs.IntVar(&f.ckptEvery, "replica-checkpoint-every", 0, "embed, process, replica: store records applied between two checkpoints of the chunk cache replica (default 100000, and every 2s); lower makes a killed restore resume closer to where it stopped")
 	logFormat := fs.String("log-format", "text", "text or json")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 2 || launch.StageNames[pos[0]] == "" {
+	if len(pos) != 2 || cluster.StageNames[pos[0]] == "" {
 		return usageError("stage", "give a stage name and one pipeline file")
 	}
 	if err := setupLogger(*logFormat); err != nil {
@@ -52,7 +52,7 @@ func cmdStage(ctx context.Context, args []string) error {
 	if f.metricsAddr != "" {
 		cfg.Run.MetricsAddr = f.metricsAddr
 	}
-	sum, err := launch.Stage(ctx, cfg, pos[0], launch.StageOptions{IdleExit: f.idleExit, FromScratch: f.fromScratch, ReplicaMaxLag: f.maxLag, ReplicaCheckpointEvery: f.ckptEvery})
+	sum, err := cluster.Stage(ctx, cfg, pos[0], cluster.StageOptions{IdleExit: f.idleExit, FromScratch: f.fromScratch, ReplicaMaxLag: f.maxLag, ReplicaCheckpointEvery: f.ckptEvery})
 	if sum != nil {
 		os.Stdout.Write(sum.JSON())
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/reignpipe/reignpipe/internal/kafka/kafkaadmin"
 	"github.com/reignpipe/reignpipe/internal/kafka/kafkatail"
 	"github.com/reignpipe/reignpipe/pipelines"
-	"github.com/reignpipe/reignpipe/pipelines/engine/launch"
+	"github.com/reignpipe/reignpipe/pipelines/engine/cluster"
 	"github.com/reignpipe/reignpipe/pipelines/engine/replica"
 	"github.com/reignpipe/reignpipe/pipelines/quality/tune"
 	"github.com/reignpipe/reignpipe/schemas"
@@ -57,7 +57,7 @@ func TestStoreCompactMaterializeRestore(t *testing.T) {
 	}
 	k := cfg.Transport.Kafka
 	cc := kafkaclient.ClientConfig{Brokers: []string{s.brokers}}
-	wBatch, mBatch, err := launch.StoreMaxMessageBytes(cfg)
+	wBatch, mBatch, err := cluster.StoreMaxMessageBytes(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestStoreCompactMaterializeRestore(t *testing.T) {
 	if err != nil {
 		t.Fatalf("materialize: %v\n%s", err, out)
 	}
-	var ms launch.MaterializeSummary
+	var ms cluster.MaterializeSummary
 	if err := json.Unmarshal(out, &ms); err != nil || ms.Stopped != "completed" || ms.WindowsApplied != distinct || ms.WindowConflicts != 0 || ms.Bad != 0 {
 		t.Fatalf("materialize summary (%v):\n%s", err, out)
 	}

@@ -41,7 +41,7 @@ type AggregateParts struct {
 // Aggregate turns chunk embeddings into document vectors until ctx is cancelled (or the input
 // is idle for IdleExit), committing after the sinks are flushed. It returns after a final
 // commit; the error is the first fatal one.
-func Aggregate(ctx context.Context, p AggregateParts, o Options, c *Counters) error {
+func Aggregate(ctx context.Context, p AggregateParts, o LoopOptions, c *Counters) error {
 	o.defaults()
 	switch {
 	case p.Input == nil || p.Aggregator == nil || len(p.Sinks) == 0 || p.DeadLetter == nil:

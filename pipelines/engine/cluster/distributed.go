@@ -26,7 +26,7 @@ import (
 )
 
 // Options pace commits; zero values take the defaults.
-type Options struct {
+type LoopOptions struct {
 	CommitEvery    int           // inputs between commits (default commitpolicy.Every)
 	CommitInterval time.Duration // and at most this long between commits (default commitpolicy.Interval)
 	// IdleExit ends the stage once no input arrived for this long (a backfill that is done);
@@ -35,7 +35,7 @@ type Options struct {
 	Logger   *slog.Logger
 }
 
-func (o *Options) defaults() {
+func (o *LoopOptions) defaults() {
 	commitpolicy.Defaults(&o.CommitEvery, &o.CommitInterval)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -59,7 +59,7 @@ type RawWriter interface {
 
 // IngestOptions add the file-source checkpoint to Options.
 type IngestOptions struct {
-	Options
+	LoopOptions
 	// Resume skips the first inputs a previous run committed (file sources are deterministic);
 	// sources that keep their own position (connectors.SelfCheckpointing) ignore it.
 	Resume int64
@@ -70,12 +70,12 @@ type IngestOptions struct {
 // waiter bounds each blocking read of a stage's loop, so that work read earlier is committed
 // within CommitInterval even when no further input arrives, and an idle stage can exit.
 type waiter struct {
-	o          *Options
+	o          *LoopOptions
 	lastCommit time.Time
 	lastInput  time.Time
 }
 
-func newWaiter(o *Options) *waiter {
+func newWaiter(o *LoopOptions) *waiter {
 	now := time.Now()
 	return &waiter{o: o, lastCommit: now, lastInput: now}
 }
@@ -195,7 +195,7 @@ func Ingest(ctx context.Context, src connectors.Source, out RawWriter, dl connec
 	if sc, ok := src.(connectors.SelfCheckpointing); ok && sc.SelfCheckpointing() {
 		o.Resume = 0
 	}
-	w := newWaiter(&o.Options)
+	w := newWaiter(&o.LoopOptions)
 	for {
 		var doc schemas.Document
 		var ack connectors.AckFunc

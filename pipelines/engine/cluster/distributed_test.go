@@ -73,8 +73,8 @@ func TestIngestAcksOnlyFlushedInputs(t *testing.T) {
 	var c Counters
 	var marks []int64
 	err := Ingest(context.Background(), src, out, dl, IngestOptions{
-		Options:  Options{CommitEvery: 3},
-		OnCommit: func(w int64) error { marks = append(marks, w); return nil },
+		LoopOptions: LoopOptions{CommitEvery: 3},
+		OnCommit:    func(w int64) error { marks = append(marks, w); return nil },
 	}, &c)
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +111,7 @@ func TestIngestResumeAndFailedFlush(t *testing.T) {
 	}
 	src2 := &fakeSource{n: 4}
 	out2 := &fakeOut{src: src2, failFlush: true}
-	err := Ingest(context.Background(), src2, out2, &fakeDL{}, IngestOptions{Options: Options{CommitEvery: 2}}, &c)
+	err := Ingest(context.Background(), src2, out2, &fakeDL{}, IngestOptions{LoopOptions: LoopOptions{CommitEvery: 2}}, &c)
 	if err == nil || len(src2.acked) != 0 {
 		t.Errorf("a failed flush must end the stage without acking: err %v, acked %v", err, src2.acked)
 	}
@@ -170,7 +170,7 @@ func TestAggregateDeadLettersForeignSpace(t *testing.T) {
 	done := make(chan error)
 	go func() {
 		done <- Aggregate(ctx, AggregateParts{Input: in, Space: Space{Fingerprint: "fp", Dim: 2, K: 8, S: 8}, Aggregator: mp, Sinks: []connectors.Sink{sink}, DeadLetter: dl},
-			Options{CommitEvery: 1}, &c)
+			LoopOptions{CommitEvery: 1}, &c)
 	}()
 	for c.Inputs.Load() < 3 {
 		time.Sleep(time.Millisecond)
@@ -203,7 +203,7 @@ func TestAggregateCommitsWhileInputIsQuiet(t *testing.T) {
 	defer cancel()
 	var c Counters
 	go Aggregate(ctx, AggregateParts{Input: in, Space: Space{Fingerprint: "fp", Dim: 2, K: 8, S: 8}, Aggregator: mp, Sinks: []connectors.Sink{&fakeSink{}}, DeadLetter: &fakeDL{}},
-		Options{CommitEvery: 100, CommitInterval: 20 * time.Millisecond}, &c)
+		LoopOptions{CommitEvery: 100, CommitInterval: 20 * time.Millisecond}, &c)
 	deadline := time.Now().Add(5 * time.Second)
 	for c.Commits.Load() == 0 {
 		if time.Now().After(deadline) {

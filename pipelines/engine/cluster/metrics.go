@@ -26,7 +26,7 @@ func MetricsHandler(l promtext.Labels, c *Counters, extra func() map[string]floa
 }
 
 // Summary is the JSON line a stage prints when it ends.
-type Summary struct {
+type StageSummary struct {
 	Pipeline    string           `json:"pipeline"`
 	Stage       string           `json:"stage"`
 	WallSeconds float64          `json:"wall_seconds"`
@@ -40,7 +40,7 @@ type Summary struct {
 }
 
 // JSON is the summary as one indented JSON document with a trailing newline.
-func (s Summary) JSON() []byte {
+func (s StageSummary) JSON() []byte {
 	b, _ := json.MarshalIndent(s, "", "  ")
 	return append(b, '\n')
 }

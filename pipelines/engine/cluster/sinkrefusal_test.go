@@ -69,7 +69,7 @@ func TestAggregateOversizeJSONVectorIsDeadLettered(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Aggregate(ctx, AggregateParts{Input: in, Space: Space{Fingerprint: "fp", Dim: 2, K: 8, S: 8}, Aggregator: mp,
-			Sinks: []connectors.Sink{sink}, DeadLetter: dl}, Options{CommitEvery: 1}, &c)
+			Sinks: []connectors.Sink{sink}, DeadLetter: dl}, LoopOptions{CommitEvery: 1}, &c)
 	}()
 	deadline := time.Now().Add(time.Minute)
 	for c.Commits.Load() < 3 && time.Now().Before(deadline) {

@@ -141,7 +141,7 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (_ *runner.Summa
 	var outDirs []string
 	if !o.NoVectors {
 		var closeSinks func() error
-		outs, outDirs, closeSinks, err = openSinks(cfg, sinkEnv(pp.GN, params, agg, companion, o.KafkaSink))
+		outs, outDirs, closeSinks, err = OpenSinks(cfg, SinkEnv(pp.GN, params, agg, companion, o.KafkaSink))
 		if err != nil {
 			return nil, err
 		}
@@ -239,13 +239,13 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (_ *runner.Summa
 	default:
 		sum.Stopped = "completed"
 	}
-	writeSummary(cfg, sum.JSON(), log)
+	WriteSummary(cfg, sum.JSON(), log)
 	return sum, runErr
 }
 
-// writeSummary writes run.summary when set; a failure is logged, not returned, so it cannot
+// WriteSummary writes run.summary when set; a failure is logged, not returned, so it cannot
 // hide the run's own outcome.
-func writeSummary(cfg *pipelines.Config, out []byte, log *slog.Logger) {
+func WriteSummary(cfg *pipelines.Config, out []byte, log *slog.Logger) {
 	if cfg.Run.Summary == "" {
 		return
 	}
@@ -254,9 +254,9 @@ func writeSummary(cfg *pipelines.Config, out []byte, log *slog.Logger) {
 	}
 }
 
-// sinkEnv is what the vector sinks are opened with: the aggregation's dimension, the GN
+// SinkEnv is what the vector sinks are opened with: the aggregation's dimension, the GN
 // mean-pool companion's (0 without one), and the GN fingerprint, K and S for file metadata.
-func sinkEnv(id gn.Identity, p chunk.Params, agg, companion aggregate.Aggregator, kafka func(pipelines.SinkConfig) (connectors.Sink, error)) registry.SinkEnv {
+func SinkEnv(id gn.Identity, p chunk.Params, agg, companion aggregate.Aggregator, kafka func(pipelines.SinkConfig) (connectors.Sink, error)) registry.SinkEnv {
 	env := registry.SinkEnv{Dim: agg.Dim(), Kafka: kafka, Meta: map[string]string{
 		schemas.MetaGNFingerprint: id.Fingerprint, schemas.MetaK: strconv.Itoa(p.K), schemas.MetaS: strconv.Itoa(p.S),
 	}}
@@ -266,9 +266,9 @@ func sinkEnv(id gn.Identity, p chunk.Params, agg, companion aggregate.Aggregator
 	return env
 }
 
-// openSinks opens the configured vector sinks through their registered types; closeAll closes
+// OpenSinks opens the configured vector sinks through their registered types; closeAll closes
 // them. On an error the ones already opened are closed.
-func openSinks(cfg *pipelines.Config, env registry.SinkEnv) (sinks []connectors.Sink, outputs []string, closeAll func() error, err error) {
+func OpenSinks(cfg *pipelines.Config, env registry.SinkEnv) (sinks []connectors.Sink, outputs []string, closeAll func() error, err error) {
 	reg := components.Builtin()
 	closeAll = func() error {
 		var errs []error
@@ -358,7 +358,7 @@ func ResumeCheckpoint(ck *runstate.Checkpoint, cfg *pipelines.Config) (why strin
 func ConfiguredSinks(cfg *pipelines.Config) reaggregate.Sinks {
 	return func(id gn.Identity, agg, companion aggregate.Aggregator) ([]connectors.Sink, string, func(bool) error, error) {
 		params := chunk.Params{K: cfg.Chunking.K, S: cfg.Chunking.S}
-		sinks, outputs, closeAll, err := openSinks(cfg, sinkEnv(id, params, agg, companion, nil))
+		sinks, outputs, closeAll, err := OpenSinks(cfg, SinkEnv(id, params, agg, companion, nil))
 		if err != nil {
 			return nil, "", nil, err
 		}

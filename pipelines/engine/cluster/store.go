@@ -1,4 +1,4 @@
-package launch
+package cluster
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
 	"github.com/reignpipe/reignpipe/internal/promtext"
 	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/engine/launch"
 	"github.com/reignpipe/reignpipe/pipelines/engine/parts"
 	"github.com/reignpipe/reignpipe/pipelines/engine/replica"
 	"github.com/reignpipe/reignpipe/pipelines/engine/runner"
@@ -219,7 +220,7 @@ func followStore(ctx context.Context, cfg *pipelines.Config, once bool, idleExit
 	case ctx.Err() != nil:
 		sum.Stopped, runErr = "interrupted", nil
 	}
-	writeSummary(cfg, sum.JSON(), log)
+	launch.WriteSummary(cfg, sum.JSON(), log)
 	return sum, runErr
 }
 

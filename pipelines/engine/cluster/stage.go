@@ -1,4 +1,4 @@
-package launch
+package cluster
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
 	"github.com/reignpipe/reignpipe/internal/promtext"
 	"github.com/reignpipe/reignpipe/pipelines"
-	"github.com/reignpipe/reignpipe/pipelines/engine/cluster"
+	"github.com/reignpipe/reignpipe/pipelines/engine/launch"
 	"github.com/reignpipe/reignpipe/pipelines/engine/parts"
 	"github.com/reignpipe/reignpipe/pipelines/engine/replica"
 	"github.com/reignpipe/reignpipe/pipelines/engine/runner"
@@ -98,7 +98,7 @@ func Stage(ctx context.Context, cfg *pipelines.Config, name string, o StageOptio
 	if sw.maxLag == 0 {
 		sw.maxLag = DefaultReplicaMaxLag
 	}
-	ro := Options{
+	ro := launch.Options{
 		OpenSource: func() (connectors.Source, error) {
 			c, err := e.consumer(name, cfg.Transport.Kafka.RawTopic())
 			if err != nil {
@@ -137,7 +137,7 @@ func Stage(ctx context.Context, cfg *pipelines.Config, name string, o StageOptio
 		sw.ordered = &replica.OrderedChunkSink{Inner: cs, MaxRecordBytes: cfg.Transport.Kafka.MaxRecordBytes}
 		ro.ChunkSinks, ro.NoVectors = []runner.ChunkSink{sw.ordered}, true
 	}
-	sum, err := Run(ctx, cfg, ro)
+	sum, err := launch.Run(ctx, cfg, ro)
 	if sum == nil {
 		return nil, err
 	}
@@ -213,7 +213,7 @@ func (e *stageEnv) kafkaSink(s pipelines.SinkConfig) (connectors.Sink, error) {
 
 func (e *stageEnv) ingest(ctx context.Context, dl connectors.DeadLetterSink, o StageOptions) (Summary, error) {
 	cfg := e.cfg
-	src, err := OpenSource(cfg, o.FromScratch)
+	src, err := launch.OpenSource(cfg, o.FromScratch)
 	if err != nil {
 		return nil, err
 	}
@@ -232,21 +232,21 @@ func (e *stageEnv) ingest(ctx context.Context, dl connectors.DeadLetterSink, o S
 	if err != nil {
 		return nil, err
 	}
-	if why, err := ResumeCheckpoint(&ck, cfg); err != nil {
+	if why, err := launch.ResumeCheckpoint(&ck, cfg); err != nil {
 		return nil, err
 	} else if why != "" {
 		e.log.Warn("the input changed since the checkpoint; ingesting from the beginning", "why", why, "source", cfg.Source.Path)
 	}
-	var c cluster.Counters
+	var c Counters
 	stop, err := e.serveMetrics("ingest", &c, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer stop()
 	start := time.Now()
-	err = cluster.Ingest(ctx, src, out, dl, cluster.IngestOptions{
-		Options: cluster.Options{CommitEvery: cfg.Run.CommitEvery, CommitInterval: cfg.Run.CommitInterval.Duration, IdleExit: o.IdleExit, Logger: e.log},
-		Resume:  ck.Watermark,
+	err = Ingest(ctx, src, out, dl, IngestOptions{
+		LoopOptions: LoopOptions{CommitEvery: cfg.Run.CommitEvery, CommitInterval: cfg.Run.CommitInterval.Duration, IdleExit: o.IdleExit, Logger: e.log},
+		Resume:      ck.Watermark,
 		OnCommit: func(w int64) error {
 			ck.Watermark = w
 			return ck.Save(ckPath)
@@ -265,7 +265,7 @@ func (e *stageEnv) aggregate(ctx context.Context, dl connectors.DeadLetterSink, 
 	}
 	defer pp.Close()
 	gnID, params, agg, companion := pp.GN, pp.Params, pp.Aggregator, pp.Companion
-	outs, _, closeSinks, err := openSinks(cfg, sinkEnv(gnID, params, agg, companion, e.kafkaSink))
+	outs, _, closeSinks, err := launch.OpenSinks(cfg, launch.SinkEnv(gnID, params, agg, companion, e.kafkaSink))
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +275,7 @@ func (e *stageEnv) aggregate(ctx context.Context, dl connectors.DeadLetterSink, 
 		return nil, err
 	}
 	defer cons.Close(context.Background())
-	var c cluster.Counters
+	var c Counters
 	stop, err := e.serveMetrics("aggregate", &c, func() map[string]float64 {
 		return map[string]float64{"reignpipe_consumer_lag": float64(cons.Lag())}
 	})
@@ -284,18 +284,18 @@ func (e *stageEnv) aggregate(ctx context.Context, dl connectors.DeadLetterSink, 
 	}
 	defer stop()
 	start := time.Now()
-	err = cluster.Aggregate(ctx, cluster.AggregateParts{
+	err = Aggregate(ctx, AggregateParts{
 		Input: kafka.NewChunkSource(cons), Aggregator: agg, GNMeanPool: companion, Sinks: outs, DeadLetter: dl,
-		Space: cluster.Space{Fingerprint: gnID.Fingerprint, Dim: gnID.Dim, K: params.K, S: params.S},
-	}, cluster.Options{CommitEvery: cfg.Run.CommitEvery, CommitInterval: cfg.Run.CommitInterval.Duration, IdleExit: o.IdleExit, Logger: e.log}, &c)
+		Space: Space{Fingerprint: gnID.Fingerprint, Dim: gnID.Dim, K: params.K, S: params.S},
+	}, LoopOptions{CommitEvery: cfg.Run.CommitEvery, CommitInterval: cfg.Run.CommitInterval.Duration, IdleExit: o.IdleExit, Logger: e.log}, &c)
 	return e.summary(ctx, "aggregate", &c, connectors.SourceStats{}, start, err), err
 }
 
-func (e *stageEnv) serveMetrics(stage string, c *cluster.Counters, extra func() map[string]float64) (func(), error) {
+func (e *stageEnv) serveMetrics(stage string, c *Counters, extra func() map[string]float64) (func(), error) {
 	if e.cfg.Run.MetricsAddr == "" {
 		return func() {}, nil
 	}
-	stop, err := promtext.Serve(e.cfg.Run.MetricsAddr, cluster.MetricsHandler(promtext.Labels{Pipeline: e.cfg.Name, Stage: stage}, c, extra))
+	stop, err := promtext.Serve(e.cfg.Run.MetricsAddr, MetricsHandler(promtext.Labels{Pipeline: e.cfg.Name, Stage: stage}, c, extra))
 	if err != nil {
 		return nil, fmt.Errorf("metrics on %s: %w", e.cfg.Run.MetricsAddr, err)
 	}
@@ -304,8 +304,8 @@ func (e *stageEnv) serveMetrics(stage string, c *cluster.Counters, extra func() 
 
 // summary is the stage's summary (also written to run.summary when set). A stage stopped by a
 // signal says "interrupted", as Run and the embed stage do.
-func (e *stageEnv) summary(ctx context.Context, stage string, c *cluster.Counters, st connectors.SourceStats, start time.Time, runErr error) cluster.Summary {
-	s := cluster.Summary{
+func (e *stageEnv) summary(ctx context.Context, stage string, c *Counters, st connectors.SourceStats, start time.Time, runErr error) StageSummary {
+	s := StageSummary{
 		Pipeline: e.cfg.Name, Stage: stage, WallSeconds: time.Since(start).Seconds(),
 		Inputs: c.Inputs.Load(), Written: c.Written.Load(), DeadLetters: c.DeadLetters.Load(), Commits: c.Commits.Load(),
 		Skipped: st.Skipped, Stopped: "completed",
@@ -316,7 +316,7 @@ func (e *stageEnv) summary(ctx context.Context, stage string, c *cluster.Counter
 	case ctx.Err() != nil:
 		s.Stopped = "interrupted"
 	}
-	writeSummary(e.cfg, s.JSON(), e.log)
+	launch.WriteSummary(e.cfg, s.JSON(), e.log)
 	return s
 }
 
