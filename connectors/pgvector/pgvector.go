@@ -10,7 +10,7 @@
 // n_chunks, n_tokens, embedding vector(dim) and written_at.
 //
 // Each table keeps the newest version of a document, ordered exactly as the file readers order
-// them (vectorfile.CompareVersions); the SQL function <prefix>_version_cmp reproduces that
+// them (schemas.CompareVersions); the SQL function <prefix>_version_cmp reproduces that
 // order so the upsert's own guard agrees with the Go decision. Rows are written inside one
 // transaction per Flush, so nothing is visible before Flush returns and a failed Flush leaves
 // the whole batch to be sent again: every write is idempotent (same version and content hash

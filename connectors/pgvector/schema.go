@@ -98,7 +98,7 @@ func createTableSQL(table string, dim int) string {
 	written_at   timestamptz NOT NULL DEFAULT now())`, ident(table), dim)
 }
 
-// versionCmpSQL defines <prefix>_version_cmp(a, b): -1, 0 or 1 as vectorfile.CompareVersions
+// versionCmpSQL defines <prefix>_version_cmp(a, b): -1, 0 or 1 as schemas.CompareVersions
 // orders a and b. Two all-digit versions compare as numbers (leading zeros ignored: shorter
 // wins, then digit by digit); anything else byte by byte, which COLLATE "C" gives whatever the
 // database's collation.

@@ -8,7 +8,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	pgv "github.com/pgvector/pgvector-go"
 
-	"github.com/reignpipe/reignpipe/connectors/vectorfile"
+	"github.com/reignpipe/reignpipe/schemas"
 )
 
 // send puts every row not yet sent into the open transaction (beginning one), in statements of
@@ -68,14 +68,14 @@ type stored struct {
 	hash    uint64
 }
 
-// decide is the one upsert rule: the newest version wins (vectorfile.CompareVersions); the
+// decide is the one upsert rule: the newest version wins (schemas.CompareVersions); the
 // same version with the same content hash is a redelivery and changes nothing; the same
 // version with another hash is replaced (the last writer wins).
 func decide(old *stored, version string, hash uint64) string {
 	if old == nil {
 		return Inserted
 	}
-	switch c := vectorfile.CompareVersions(version, old.version); {
+	switch c := schemas.CompareVersions(version, old.version); {
 	case c < 0:
 		return OlderSkipped
 	case c > 0:

@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/internal/pgtest"
+	"github.com/reignpipe/reignpipe/schemas"
 )
 
 // versionPairs are the pairs the SQL order is checked on: the ones that tell numeric from
@@ -41,7 +41,7 @@ func versionPairs() [][2]string {
 	return fixed
 }
 
-// The SQL function the upsert guard uses orders versions exactly as vectorfile.CompareVersions
+// The SQL function the upsert guard uses orders versions exactly as schemas.CompareVersions
 // does, in a database with the C collation and in one whose default collation (ICU en-US) sorts
 // "a" before "B".
 func TestVersionCmpSQLMatchesCompareVersions(t *testing.T) {
@@ -69,7 +69,7 @@ func TestVersionCmpSQLMatchesCompareVersions(t *testing.T) {
 				t.Fatalf("%d results for %d pairs", len(got), len(pairs))
 			}
 			for i, p := range pairs {
-				if want := vectorfile.CompareVersions(p[0], p[1]); int(got[i]) != want {
+				if want := schemas.CompareVersions(p[0], p[1]); int(got[i]) != want {
 					t.Errorf("version_cmp(%q, %q) = %d, CompareVersions says %d", p[0], p[1], got[i], want)
 				}
 			}

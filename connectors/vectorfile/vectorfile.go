@@ -273,7 +273,7 @@ func readVectors(dir string, mem memory.Allocator, fn func(schemas.DocVector) er
 func Latest(dir string) (map[string]schemas.DocVector, error) {
 	out := map[string]schemas.DocVector{}
 	err := ReadVectors(dir, func(v schemas.DocVector) error {
-		if old, ok := out[v.DocID]; !ok || CompareVersions(v.Version, old.Version) >= 0 {
+		if old, ok := out[v.DocID]; !ok || schemas.CompareVersions(v.Version, old.Version) >= 0 {
 			out[v.DocID] = v
 		}
 		return nil
@@ -282,34 +282,6 @@ func Latest(dir string) (map[string]schemas.DocVector, error) {
 		return nil, err
 	}
 	return out, nil
-}
-
-// CompareVersions orders Document.Version strings: two all-digit versions (revision ids)
-// compare as numbers, since "10" must beat "9"; anything else (dates, date+kind) compares as
-// strings, which orders ISO dates correctly.
-func CompareVersions(a, b string) int {
-	if isDigits(a) && isDigits(b) {
-		a, b = strings.TrimLeft(a, "0"), strings.TrimLeft(b, "0")
-		if len(a) != len(b) {
-			if len(a) < len(b) {
-				return -1
-			}
-			return 1
-		}
-	}
-	return strings.Compare(a, b)
-}
-
-func isDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // sinkState is what both sinks refuse a call for: closed, or a sticky error (after a failed

@@ -229,7 +229,7 @@ func Open(opts Options) (*Cache, error) {
 	c := &Cache{
 		opts:      opts,
 		sp:        sp,
-		schema:    schemas.ChunkSchema(opts.Dim, sp.Meta()),
+		schema:    schemas.ChunkSchema(opts.Dim, shardfile.Meta(sp)),
 		shardD:    filepath.Join(opts.Dir, "shards"),
 		manifests: map[string]*Manifest{},
 		shards:    map[uint64]struct{}{},

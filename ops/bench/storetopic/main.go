@@ -30,6 +30,8 @@ import (
 	"runtime/pprof"
 	"time"
 
+	"github.com/reignpipe/reignpipe/schemas"
+
 	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
 	"github.com/reignpipe/reignpipe/internal/kafka/kafkaadmin"
 	"github.com/reignpipe/reignpipe/internal/kafka/kafkatail"
@@ -86,7 +88,7 @@ func run(brokers string, n, dim, parts int, dir string) error {
 	if err != nil {
 		return err
 	}
-	sp := replica.Space{Fingerprint: "bench-fingerprint", Dim: dim, K: 512, S: 512}
+	sp := schemas.Space{Fingerprint: "bench-fingerprint", Dim: dim, K: 512, S: 512}
 	rows := make([]shardcache.Row, n)
 	r := rand.New(rand.NewPCG(1, 2))
 	emb := make([]float32, n*dim)

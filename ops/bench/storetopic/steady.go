@@ -9,6 +9,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/reignpipe/reignpipe/schemas"
+
 	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
 	"github.com/reignpipe/reignpipe/pipelines/engine/replica"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
@@ -25,7 +27,7 @@ func steady(brokers string, rate int, secs float64, dim, parts int, dir string) 
 	if err != nil {
 		return err
 	}
-	sp := replica.Space{Fingerprint: "bench-fingerprint", Dim: dim, K: 512, S: 512}
+	sp := schemas.Space{Fingerprint: "bench-fingerprint", Dim: dim, K: 512, S: 512}
 	c, err := shardcache.Open(shardcache.Options{Dir: filepath.Join(dir, fmt.Sprintf("steady-%d", rate)), Fingerprint: sp.Fingerprint, Dim: dim, K: sp.K, S: sp.S})
 	if err != nil {
 		return err

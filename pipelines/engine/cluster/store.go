@@ -15,6 +15,7 @@ import (
 	"github.com/reignpipe/reignpipe/pipelines/engine/parts"
 	"github.com/reignpipe/reignpipe/pipelines/engine/replica"
 	"github.com/reignpipe/reignpipe/pipelines/engine/runner"
+	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
 
@@ -31,9 +32,9 @@ func storeTopics(k pipelines.KafkaConfig) replica.Topics {
 	return replica.Topics{Windows: k.WindowsTopic(), Manifests: k.ManifestsTopic()}
 }
 
-func cacheSpace(c *shardcache.Cache) replica.Space {
+func cacheSpace(c *shardcache.Cache) schemas.Space {
 	o := c.Options()
-	return replica.Space{Fingerprint: o.Fingerprint, Dim: o.Dim, K: o.K, S: o.S}
+	return schemas.Space{Fingerprint: o.Fingerprint, Dim: o.Dim, K: o.K, S: o.S}
 }
 
 // storeProducers are the producers of the two store topics: never fragmenting (a compacted

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reignpipe/reignpipe/schemas"
+
 	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
 	"github.com/reignpipe/reignpipe/internal/kafka/kafkaadmin"
 	"github.com/reignpipe/reignpipe/internal/kafka/kafkatail"
@@ -60,8 +62,8 @@ func TestManifestBatchesFitTheTopic(t *testing.T) {
 		t.Fatalf("manifests producer: records up to %d bytes, batches up to %d; bound %d, topic max.message.bytes %d", o.MaxRecordBytes, o.BatchBytes, bound, limit)
 	}
 
-	sp := replica.Space{Fingerprint: "fp-batches", Dim: 384, K: cfg.Chunking.K, S: cfg.Chunking.S}
-	hs := replica.SpaceHeaders(sp)
+	sp := schemas.Space{Fingerprint: "fp-batches", Dim: 384, K: cfg.Chunking.K, S: cfg.Chunking.S}
+	hs := schemas.SpaceHeaders(sp)
 	r := rand.New(rand.NewPCG(3, 5))
 	// Two manifests of the largest size, then four of just under half a batch, which the
 	// producer packs two to a batch: each such batch is larger than any one manifest can be.

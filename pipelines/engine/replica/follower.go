@@ -23,18 +23,11 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
-	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
 	"github.com/reignpipe/reignpipe/internal/kafka/kafkatail"
 	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
-
-// Space is the vector space a store holds (the cache's own); records of another are refused.
-type Space struct {
-	Fingerprint string
-	Dim, K, S   int
-}
 
 // Topics names the store's two topics.
 type Topics struct{ Windows, Manifests string }
@@ -44,7 +37,7 @@ type Options struct {
 	Client kafkaclient.ClientConfig
 	Topics Topics
 	Cache  *shardcache.Cache
-	Space  Space
+	Space  schemas.Space
 	// Dir is the cache directory, where the checkpoint file lives.
 	Dir string
 	// FlushInterval bounds how long applied records wait before the cache is flushed and the
@@ -447,7 +440,7 @@ func PutNewest(c *shardcache.Cache, m shardcache.Manifest) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if ok && vectorfile.CompareVersions(m.Version, old.Version) < 0 {
+	if ok && schemas.CompareVersions(m.Version, old.Version) < 0 {
 		return false, nil
 	}
 	return true, c.PutManifest(m)

@@ -74,7 +74,7 @@ func TestOrderedVectorSinkAcksAfterStore(t *testing.T) {
 		kafkaadmin.TopicSpec{Name: topics.Manifests, Partitions: 2, ReplicationFactor: 1, Config: compact}); err != nil {
 		t.Fatal(err)
 	}
-	sp := Space{Fingerprint: "fp-ordered", Dim: 4, K: 8, S: 8}
+	sp := schemas.Space{Fingerprint: "fp-ordered", Dim: 4, K: 8, S: 8}
 	cache, err := shardcache.Open(shardcache.Options{Dir: t.TempDir(), Fingerprint: sp.Fingerprint, Dim: sp.Dim, K: sp.K, S: sp.S})
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,6 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/reignpipe/reignpipe/connectors"
-	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
 	"github.com/reignpipe/reignpipe/pipelines/engine/runner"
 	"github.com/reignpipe/reignpipe/schemas"
@@ -35,7 +34,7 @@ import (
 type Publisher struct {
 	cache              *shardcache.Cache
 	windows, manifests *kafkaclient.Producer
-	space              Space
+	space              schemas.Space
 	spaceHeaders       []kafkago.Header
 
 	mu      sync.Mutex
@@ -50,12 +49,12 @@ var _ runner.ChunkCache = (*Publisher)(nil)
 
 // NewPublisher writes through the producers of P.windows (which must not fragment) and
 // P.manifests into cache.
-func NewPublisher(cache *shardcache.Cache, windows, manifests *kafkaclient.Producer, sp Space) *Publisher {
+func NewPublisher(cache *shardcache.Cache, windows, manifests *kafkaclient.Producer, sp schemas.Space) *Publisher {
 	return &Publisher{cache: cache, windows: windows, manifests: manifests, space: sp, spaceHeaders: SpaceHeaders(sp), pending: map[uint64][]float32{}}
 }
 
 // SpaceHeaders are the headers naming a record's space.
-func SpaceHeaders(sp Space) []kafkago.Header {
+func SpaceHeaders(sp schemas.Space) []kafkago.Header {
 	h := func(k, v string) kafkago.Header { return kafkago.Header{Key: k, Value: []byte(v)} }
 	return []kafkago.Header{
 		h(schemas.HeaderGNFingerprint, sp.Fingerprint), h(schemas.HeaderK, strconv.Itoa(sp.K)),
@@ -76,7 +75,7 @@ func WindowMessage(r shardcache.Row, spaceHeaders []kafkago.Header) kafkaclient.
 }
 
 // ManifestMessage is the P.manifests record of one manifest.
-func ManifestMessage(m shardcache.Manifest, sp Space, spaceHeaders []kafkago.Header) (kafkaclient.Message, error) {
+func ManifestMessage(m shardcache.Manifest, sp schemas.Space, spaceHeaders []kafkago.Header) (kafkaclient.Message, error) {
 	v, err := schemas.EncodeManifest(nil, ToStore(m, sp.Dim))
 	if err != nil {
 		return kafkaclient.Message{}, err
@@ -208,7 +207,7 @@ func (p *Publisher) Stats() PublisherStats {
 }
 
 func olderThan(m, old shardcache.Manifest) bool {
-	return vectorfile.CompareVersions(m.Version, old.Version) < 0
+	return schemas.CompareVersions(m.Version, old.Version) < 0
 }
 
 func sameManifest(a, b shardcache.Manifest) bool {

@@ -28,16 +28,10 @@ type Sequence struct {
 	Keys        []uint64
 }
 
-// Space names the chunk-embedding space the index's keys live in (the cache's).
-type Space struct {
-	Fingerprint string
-	K, S, Dim   int
-}
-
 // WriteSequences writes the sequences index the trainer reads (columns doc_id, side, keys and
 // the space in the metadata) and returns the number of windows listed. The file appears
 // complete or not at all.
-func WriteSequences(path string, sp Space, seqs []Sequence) (windows int64, err error) {
+func WriteSequences(path string, sp schemas.Space, seqs []Sequence) (windows int64, err error) {
 	meta := map[string]string{
 		schemas.MetaGNFingerprint: sp.Fingerprint, schemas.MetaK: strconv.Itoa(sp.K),
 		schemas.MetaS: strconv.Itoa(sp.S), schemas.MetaDim: strconv.Itoa(sp.Dim),

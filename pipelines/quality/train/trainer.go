@@ -16,6 +16,7 @@ import (
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/engine/parts"
 	"github.com/reignpipe/reignpipe/pipelines/quality/beir"
+	"github.com/reignpipe/reignpipe/schemas"
 )
 
 // How `reignpipe train` finds the trainer and its interpreter, and the index it writes.
@@ -109,7 +110,7 @@ func ExportSequences(cfg *pipelines.Config, ds *beir.Dataset, path string) (fing
 			return "", 0, err
 		}
 	}
-	if windows, err = WriteSequences(path, Space{Fingerprint: fp, K: cfg.Chunking.K, S: cfg.Chunking.S, Dim: dim}, seqs); err != nil {
+	if windows, err = WriteSequences(path, schemas.Space{Fingerprint: fp, K: cfg.Chunking.K, S: cfg.Chunking.S, Dim: dim}, seqs); err != nil {
 		return "", 0, err
 	}
 	return fp, windows, nil

@@ -30,6 +30,7 @@ import (
 	"github.com/reignpipe/reignpipe/pipelines/engine/reaggregate"
 	"github.com/reignpipe/reignpipe/pipelines/quality/retrieval"
 	"github.com/reignpipe/reignpipe/pipelines/quality/train"
+	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/aggregate"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
@@ -223,7 +224,7 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (*Summary, error
 	if err != nil {
 		return nil, err
 	}
-	sp := train.Space{Fingerprint: pp.GN.Fingerprint, K: cfg.Chunking.K, S: cfg.Chunking.S, Dim: pp.GN.Dim}
+	sp := schemas.Space{Fingerprint: pp.GN.Fingerprint, K: cfg.Chunking.K, S: cfg.Chunking.S, Dim: pp.GN.Dim}
 	bySplit := map[string][]example{}
 	err = pp.Cache.ScanManifests(func(m shardcache.Manifest) error {
 		sum.Documents++
@@ -292,7 +293,7 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (*Summary, error
 }
 
 // trainREIGN writes the trainer's inputs under o.Out and trains, selecting on validation.
-func trainREIGN(ctx context.Context, cfg *pipelines.Config, o Options, sp train.Space, bySplit map[string][]example, sum *Summary) (err error) {
+func trainREIGN(ctx context.Context, cfg *pipelines.Config, o Options, sp schemas.Space, bySplit map[string][]example, sum *Summary) (err error) {
 	py, err := train.Python(o.Python)
 	if err != nil {
 		return err

@@ -61,7 +61,7 @@ func (s fileStore) Search(ctx context.Context, space string, q []float32, k int,
 			return err
 		}
 		old := docs[v.DocID]
-		if old != nil && vectorfile.CompareVersions(v.Version, old.version) < 0 {
+		if old != nil && schemas.CompareVersions(v.Version, old.version) < 0 {
 			return nil
 		}
 		e := &scanned{version: v.Version, title: v.Title, source: v.Source, hash: v.ContentHash}
@@ -109,7 +109,7 @@ func (s fileStore) Lookup(ctx context.Context, space, docID string) (*schemas.Do
 		if len(near) < 3 && v.DocID != docID && strings.HasSuffix(v.DocID, ":"+docID) && !slices.Contains(near, v.DocID) {
 			near = append(near, v.DocID)
 		}
-		if v.DocID == docID && (found == nil || vectorfile.CompareVersions(v.Version, found.Version) >= 0) {
+		if v.DocID == docID && (found == nil || schemas.CompareVersions(v.Version, found.Version) >= 0) {
 			found = &v
 		}
 		return nil

@@ -40,22 +40,15 @@ var ErrSpaceMismatch = errors.New("shardcache: cache directory belongs to anothe
 func VecName(seq uint64) string { return fmt.Sprintf("%s%08d%s", prefix, seq, vecSuffix) }
 
 // Space is what makes two caches' embeddings comparable; every shard carries it.
-type Space struct {
-	Fingerprint string
-	Dim, K, S   int
-}
+type Space = schemas.Space
 
 // Meta is the space as shard key-value metadata (the dimension goes with the schema).
-func (s Space) Meta() map[string]string {
+func Meta(s Space) map[string]string {
 	return map[string]string{
 		schemas.MetaGNFingerprint: s.Fingerprint,
 		schemas.MetaK:             strconv.Itoa(s.K),
 		schemas.MetaS:             strconv.Itoa(s.S),
 	}
-}
-
-func (s Space) String() string {
-	return fmt.Sprintf("fingerprint=%q dim=%d K=%d S=%d", s.Fingerprint, s.Dim, s.K, s.S)
 }
 
 // Name is the file name of shard seq.
@@ -298,7 +291,7 @@ func checkSpace(path string, kv interface{ FindValue(string) *string }, sp Space
 		schemas.MetaK:             get(schemas.MetaK),
 		schemas.MetaS:             get(schemas.MetaS),
 	}
-	want := sp.Meta()
+	want := Meta(sp)
 	want[schemas.MetaSchemaVersion] = schemas.ArrowSchemaVersion
 	want[schemas.MetaDim] = strconv.Itoa(sp.Dim)
 	for _, k := range []string{schemas.MetaSchemaVersion, schemas.MetaGNFingerprint, schemas.MetaDim, schemas.MetaK, schemas.MetaS} {
