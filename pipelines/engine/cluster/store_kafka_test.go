@@ -63,7 +63,7 @@ func TestManifestBatchesFitTheTopic(t *testing.T) {
 	}
 
 	sp := schemas.Space{Fingerprint: "fp-batches", Dim: 384, K: cfg.Chunking.K, S: cfg.Chunking.S}
-	hs := schemas.SpaceHeaders(sp)
+	hs := replica.SpaceHeaders(sp)
 	r := rand.New(rand.NewPCG(3, 5))
 	// Two manifests of the largest size, then four of just under half a batch, which the
 	// producer packs two to a batch: each such batch is larger than any one manifest can be.
