@@ -151,3 +151,51 @@ type DeadLetterSink interface {
 	WriteDeadLetter(ctx context.Context, d schemas.DeadLetter) error
 	Close(ctx context.Context) error
 }
+
+// DocumentSink makes raw documents durable: the ingest stage's raw topic, from which the embed
+// workers read (connectors/kafka.RawSink).
+type DocumentSink interface {
+	// WriteDocument hands over one document, keyed by its id; it may buffer. Called from one
+	// goroutine at a time.
+	WriteDocument(ctx context.Context, d schemas.Document) error
+	// Flush blocks until every document written so far is durable; only then are the inputs
+	// acked.
+	Flush(ctx context.Context) error
+	// Close flushes and releases resources.
+	Close(ctx context.Context) error
+}
+
+// ChunkSink makes documents' chunk embeddings durable (the embed stage's chunk topic, read by
+// a separate aggregate stage), as Sink does for vectors.
+type ChunkSink interface {
+	// WriteChunks hands over one document's chunk record; it may buffer. The ChunkDoc's
+	// slices are not retained past the call's return unless copied. Called from one goroutine
+	// at a time.
+	WriteChunks(ctx context.Context, c schemas.ChunkDoc) error
+	// Flush blocks until everything written so far is durable; only then are inputs acked.
+	Flush(ctx context.Context) error
+	// Close flushes and releases resources.
+	Close(ctx context.Context) error
+}
+
+// ChunkSource yields documents' chunk records (the aggregate stage's input,
+// connectors/kafka.ChunkSource).
+type ChunkSource interface {
+	// Read blocks until the next document's chunk record, ctx is done (returns ctx's error) or
+	// the source ends (io.EOF). A *BadInputError comes with its AckFunc, as Source.Read's does.
+	// Called from one goroutine at a time.
+	Read(ctx context.Context) (schemas.ChunkDoc, AckFunc, error)
+	// FlushAcks makes everything acked so far the source's committed position (AckFlusher).
+	FlushAcks(ctx context.Context) error
+	// Close releases resources; records not committed by then are read again.
+	Close(ctx context.Context) error
+}
+
+// Leased is implemented by sources whose inputs can stop being this reader's to process before
+// they are acked: a Kafka partition that a rebalance moves to another member of the consumer
+// group. Lease returns a context that ends when the input Read returned last is no longer this
+// reader's; its ack is then ignored and the partition's new owner reads the input again, so the
+// runner drops the work still queued for it. Called right after Read, from the same goroutine.
+type Leased interface {
+	Lease() context.Context
+}

@@ -104,6 +104,15 @@ type DeadLetterConfig struct {
 	Path string `yaml:"path"`
 }
 
+// DeadLetterPath is the dead-letter file: dead_letter.path, by default
+// <run.state_dir>/<name>.deadletter.jsonl.
+func (c *Config) DeadLetterPath() string {
+	if c.DeadLetter.Path != "" {
+		return c.DeadLetter.Path
+	}
+	return filepath.Join(c.Run.StateDir, c.Name+".deadletter.jsonl")
+}
+
 // RunConfig tunes the embedded runner.
 type RunConfig struct {
 	StateDir        string   `yaml:"state_dir"`       // checkpoint of the source position

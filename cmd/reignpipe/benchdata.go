@@ -4,10 +4,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/reignpipe/reignpipe/pipelines/quality/benchdata"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/reignpipe/reignpipe/pipelines/quality/benchdata"
 )
 
 // cmdBenchdata writes a BEIR-layout benchmark derived from real documents (see package

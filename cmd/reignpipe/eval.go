@@ -8,17 +8,17 @@ import (
 
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/pipelines"
-	"github.com/reignpipe/reignpipe/pipelines/engine/runner"
+	"github.com/reignpipe/reignpipe/pipelines/engine"
 	"github.com/reignpipe/reignpipe/pipelines/quality/dataset"
 	"github.com/reignpipe/reignpipe/pipelines/quality/eval"
 )
 
 // encodeInProcess is how eval and train run a pipeline over a benchmark's documents: the
 // embedded runner, from scratch, reading them instead of the configured source.
-func encodeInProcess(ctx context.Context, cfg *pipelines.Config, src connectors.Source) (runner.Summary, error) {
+func encodeInProcess(ctx context.Context, cfg *pipelines.Config, src connectors.Source) (engine.Summary, error) {
 	sum, err := runFrom(ctx, cfg, src)
 	if sum == nil {
-		return runner.Summary{}, err
+		return engine.Summary{}, err
 	}
 	return *sum, err
 }

@@ -2,8 +2,9 @@ package main
 
 import (
 	"fmt"
-	"github.com/reignpipe/reignpipe/pipelines/quality/dataset"
 	"os"
+
+	"github.com/reignpipe/reignpipe/pipelines/quality/dataset"
 )
 
 // cmdImportdata rewrites a published benchmark (any layout pipelines/bench/dataset reads) in the plain

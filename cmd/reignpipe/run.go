@@ -8,8 +8,8 @@ import (
 
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/engine"
 	"github.com/reignpipe/reignpipe/pipelines/engine/launch"
-	"github.com/reignpipe/reignpipe/pipelines/engine/runner"
 )
 
 func cmdRun(ctx context.Context, args []string) error {
@@ -75,18 +75,18 @@ func writeHeapProfile(path string) error {
 }
 
 // run executes one pipeline in this process and prints its summary, when it started, on stdout.
-func run(ctx context.Context, cfg *pipelines.Config, fromScratch bool) (*runner.Summary, error) {
+func run(ctx context.Context, cfg *pipelines.Config, fromScratch bool) (*engine.Summary, error) {
 	return printed(launch.Run(ctx, cfg, launch.Options{FromScratch: fromScratch}))
 }
 
 // runFrom runs cfg from scratch on documents the caller brings (eval's corpus and queries), and
 // prints its summary like run.
-func runFrom(ctx context.Context, cfg *pipelines.Config, src connectors.Source) (*runner.Summary, error) {
+func runFrom(ctx context.Context, cfg *pipelines.Config, src connectors.Source) (*engine.Summary, error) {
 	return printed(launch.Run(ctx, cfg, launch.Options{FromScratch: true, Source: src}))
 }
 
 // printed writes a started run's summary on stdout.
-func printed(sum *runner.Summary, err error) (*runner.Summary, error) {
+func printed(sum *engine.Summary, err error) (*engine.Summary, error) {
 	if sum != nil {
 		os.Stdout.Write(sum.JSON())
 	}

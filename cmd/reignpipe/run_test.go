@@ -15,7 +15,7 @@ import (
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/internal/testenv"
 	"github.com/reignpipe/reignpipe/pipelines"
-	"github.com/reignpipe/reignpipe/pipelines/engine/runner"
+	"github.com/reignpipe/reignpipe/pipelines/engine"
 )
 
 // corpusTexts are the test documents: short, empty-ish and one long enough for three windows.
@@ -203,7 +203,7 @@ func TestRunFolderCheckpointSeesAnEarlierFile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	runOnce := func() *runner.Summary {
+	runOnce := func() *engine.Summary {
 		t.Helper()
 		cfg := testConfig(t, dir, feed)
 		cfg.GN.Model, cfg.GN.Tokenizer = model, tokPath

@@ -48,6 +48,7 @@ func header(k, v string) kafkago.Header { return kafkago.Header{Key: k, Value: [
 type DocSource struct {
 	c      *kafkaclient.Consumer
 	decode Decoder
+	lease  context.Context // of the delivery Read returned last
 	read   atomic.Int64
 	bytes  atomic.Int64
 	mu     sync.Mutex
@@ -97,6 +98,7 @@ func (s *DocSource) Read(ctx context.Context) (schemas.Document, connectors.AckF
 
 func (s *DocSource) document(d kafkaclient.Delivery, doc schemas.Document, err error) (schemas.Document, connectors.AckFunc, error) {
 	ack := func(context.Context, error) error { s.c.Ack(d); return nil }
+	s.lease = d.Lease
 	pos := Position(d)
 	if err == nil && d.Key != "" && d.Key != doc.ID {
 		// A document keyed otherwise may sit in another partition than its other versions,
@@ -121,6 +123,11 @@ func (s *DocSource) document(d kafkaclient.Delivery, doc schemas.Document, err e
 
 // SelfCheckpointing: committed offsets are the position; nothing is skipped on resume.
 func (s *DocSource) SelfCheckpointing() bool { return true }
+
+// Lease ends when the document Read returned last stops being this member's: its partition's
+// generation ended in a rebalance, so its ack is ignored and the partition's owner reads it
+// again (connectors.Leased).
+func (s *DocSource) Lease() context.Context { return s.lease }
 
 // FlushAcks commits the offsets acked so far (called after the outputs are durable).
 func (s *DocSource) FlushAcks(ctx context.Context) error { return s.c.Commit(ctx) }
@@ -148,11 +155,11 @@ type ChunkSource struct{ c *kafkaclient.Consumer }
 // NewChunkSource reads chunk embeddings through c.
 func NewChunkSource(c *kafkaclient.Consumer) *ChunkSource { return &ChunkSource{c: c} }
 
-// Next blocks until the next document's chunk embeddings, or ctx ends. ack marks the
-// document's records done; Commit then makes that the group's position. A record that does
+// Read blocks until the next document's chunk embeddings, or ctx ends. ack marks the
+// document's records done; FlushAcks then makes that the group's position. A record that does
 // not decode comes back with a *connectors.BadInputError and an ack: the caller dead-letters
 // it and acks it like any other.
-func (s *ChunkSource) Next(ctx context.Context) (_ schemas.ChunkDoc, ack connectors.AckFunc, _ error) {
+func (s *ChunkSource) Read(ctx context.Context) (_ schemas.ChunkDoc, ack connectors.AckFunc, _ error) {
 	d, err := s.c.Next(ctx)
 	if err != nil {
 		return schemas.ChunkDoc{}, nil, err
@@ -173,8 +180,11 @@ func (s *ChunkSource) Next(ctx context.Context) (_ schemas.ChunkDoc, ack connect
 	return c, ack, nil
 }
 
-// Commit commits the offsets acked so far (after the outputs derived from them are durable).
-func (s *ChunkSource) Commit(ctx context.Context) error { return s.c.Commit(ctx) }
+// FlushAcks commits the offsets acked so far (after the outputs derived from them are durable).
+func (s *ChunkSource) FlushAcks(ctx context.Context) error { return s.c.Commit(ctx) }
+
+// Close closes the consumer; records not committed are read again by the group.
+func (s *ChunkSource) Close(ctx context.Context) error { return s.c.Close(ctx) }
 
 // Consumer is the underlying group member (lag, stats).
 func (s *ChunkSource) Consumer() *kafkaclient.Consumer { return s.c }
@@ -352,3 +362,11 @@ func HeaderValue(hs []kafkago.Header, key string) string {
 	}
 	return ""
 }
+
+var (
+	_ connectors.Sink         = (*VectorSink)(nil)
+	_ connectors.Leased       = (*DocSource)(nil)
+	_ connectors.ChunkSource  = (*ChunkSource)(nil)
+	_ connectors.ChunkSink    = (*ChunkSink)(nil)
+	_ connectors.DocumentSink = (*RawSink)(nil)
+)

@@ -108,6 +108,9 @@ type Delivery struct {
 	Headers []kafka.Header
 	// Generation is the consumer-group generation the delivery was read in.
 	Generation int32
+	// Lease ends when that generation does: the partition may then belong to another member,
+	// which reads the delivery again from the last commit, and an ack of it is ignored.
+	Lease context.Context
 
 	part *offsets.Partition
 }
@@ -264,25 +267,29 @@ func (c *Consumer) startGeneration(gen *kafka.Generation) {
 	g := c.tr.Begin(gen.ID, assigned, gen.CommitOffsets)
 	c.log.Info("kafka consumer: joined generation", "group", c.opts.Group, "generation", gen.ID,
 		"member", gen.MemberID, "partitions", names)
+	// The deliveries' lease: it ends with the generation, once the tracker stops taking its
+	// acks, so whoever holds a delivery can stop spending work on it.
+	lease, endLease := context.WithCancel(context.Background())
 	c.readers.Add(1)
 	gen.Start(func(ctx context.Context) {
 		defer c.readers.Done()
 		<-ctx.Done()
 		c.tr.End(g)
+		endLease()
 	})
 	for tp, p := range g.Parts {
 		off := assigned[tp]
 		c.readers.Add(1)
 		gen.Start(func(ctx context.Context) {
 			defer c.readers.Done()
-			c.readPartition(ctx, p, off)
+			c.readPartition(ctx, lease, p, off)
 		})
 	}
 }
 
 // readPartition reads one assigned partition from off (a committed offset, or
 // kafka.FirstOffset/LastOffset when the group has none) until the generation ends.
-func (c *Consumer) readPartition(ctx context.Context, p *offsets.Partition, off int64) {
+func (c *Consumer) readPartition(ctx, lease context.Context, p *offsets.Partition, off int64) {
 	log := c.log.With("topic", p.TP.Topic, "partition", p.TP.Partition, "generation", p.Gen.ID)
 	start, ok := c.resolveStart(ctx, p.TP, off, log)
 	if !ok || !c.tr.Start(p, start) {
@@ -332,7 +339,7 @@ func (c *Consumer) readPartition(ctx context.Context, p *offsets.Partition, off 
 		}
 		d := Delivery{
 			Topic: p.TP.Topic, Partition: p.TP.Partition, FirstOffset: a.First, Offset: a.Last,
-			Key: string(a.Key), Value: a.Value, Headers: a.Headers, Generation: p.Gen.ID, part: p,
+			Key: string(a.Key), Value: a.Value, Headers: a.Headers, Generation: p.Gen.ID, Lease: lease, part: p,
 		}
 		select {
 		case c.out <- d:

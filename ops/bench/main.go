@@ -29,6 +29,7 @@ import (
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/connectors/wikipedia"
 	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/engine"
 	"github.com/reignpipe/reignpipe/pipelines/engine/parts"
 	"github.com/reignpipe/reignpipe/pipelines/engine/runner"
 	"github.com/reignpipe/reignpipe/pipelines/engine/runstate"
@@ -209,14 +210,6 @@ func run(dump string, maxDocs int, gnName, batchList, outPath, provider string) 
 	return nil
 }
 
-type batcherAdapter struct{ b *gn.Batcher }
-
-func (a batcherAdapter) Submit(ctx context.Context, w []int32, out []float32, done func(error)) error {
-	return a.b.Submit(ctx, gn.Request{Tokens: w, Out: out, Done: done})
-}
-
-func (a batcherAdapter) Abort(err error) { a.b.Abort(err) }
-
 func pipelineRun(dump string, maxDocs int, dir string, round int, model *gn.Model, tok *wordpiece.Tokenizer, p chunk.Params, maxBatch int) (float64, *runner.Runner, gn.BatcherStats, error) {
 	t0 := time.Now()
 	src, err := openSource(dump)
@@ -238,16 +231,16 @@ func pipelineRun(dump string, maxDocs int, dir string, round int, model *gn.Mode
 	if err != nil {
 		return 0, nil, gn.BatcherStats{}, err
 	}
-	defer sink.Close(context.Background())
 	dl, err := deadletter.Open(filepath.Join(dir, "dead.jsonl"))
 	if err != nil {
 		return 0, nil, gn.BatcherStats{}, err
 	}
 	defer dl.Close(context.Background())
 	r, err := runner.New(runner.Parts{Source: &limited{Source: src, n: maxDocs, left: maxDocs}, Tokenizer: tok, Chunking: p,
-		Fingerprint: model.Fingerprint(), Dim: model.Dim(), Embedder: batcherAdapter{batcher}, Cache: cache,
-		Aggregator: agg, Sinks: []connectors.Sink{sink}, DeadLetter: dl}, runner.Options{})
+		Fingerprint: model.Fingerprint(), Dim: model.Dim(), Embedder: batcher, Cache: cache,
+		Aggregation: engine.Aggregation{Aggregator: agg}, Sinks: []connectors.Sink{sink}, DeadLetter: dl}, runner.Options{})
 	if err != nil {
+		sink.Close(context.Background())
 		return 0, nil, gn.BatcherStats{}, err
 	}
 	if err := r.Run(context.Background()); err != nil {

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -50,52 +49,18 @@ type Counters struct {
 	InFlight  atomic.Int64 // inputs between the source and the ledger
 	Processed atomic.Int64 // inputs that reached the ledger
 
-	busy busyClock
+	idle atomic.Int64 // nanoseconds waiting for input with nothing in flight (Waited)
 }
 
-// busyClock accumulates the time during which at least one input was in flight, so that a
-// stage that waits an hour for its first input reports the rate of its work, not of its wait.
-type busyClock struct {
-	mu    sync.Mutex
-	n     int       // inputs in flight
-	since time.Time // when n last went from 0 to 1
-	total time.Duration
-}
-
-// Enter marks one input in flight.
-func (c *Counters) Enter() {
-	c.InFlight.Add(1)
-	b := &c.busy
-	b.mu.Lock()
-	if b.n == 0 {
-		b.since = time.Now()
+// Waited records a wait for input that began at start: idle when nothing was in flight or
+// pending when it began. The summary's busy time is the wall time less the idle waits, so a
+// stage that waited an hour for its first input reports the pace of its work, not of its
+// wait.
+func (c *Counters) Waited(start time.Time, idle bool) {
+	if idle {
+		c.idle.Add(int64(time.Since(start)))
 	}
-	b.n++
-	b.mu.Unlock()
 }
 
-// Leave marks one input done (written, failed, abandoned or revoked).
-func (c *Counters) Leave() {
-	c.InFlight.Add(-1)
-	b := &c.busy
-	b.mu.Lock()
-	if b.n > 0 {
-		b.n--
-		if b.n == 0 {
-			b.total += time.Since(b.since)
-		}
-	}
-	b.mu.Unlock()
-}
-
-// Busy is the time inputs were in flight so far.
-func (c *Counters) Busy() time.Duration {
-	b := &c.busy
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	t := b.total
-	if b.n > 0 {
-		t += time.Since(b.since)
-	}
-	return t
-}
+// Idle is the time spent waiting for input with nothing to do.
+func (c *Counters) Idle() time.Duration { return time.Duration(c.idle.Load()) }

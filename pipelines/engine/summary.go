@@ -20,8 +20,9 @@ type Summary struct {
 	Stage       string    `json:"stage,omitempty"`
 	Started     time.Time `json:"started"`
 	WallSeconds float64   `json:"wall_seconds"`
-	// BusySeconds is the time inputs were in flight: the rates below are over it, so a
-	// continuous stage that waited for its input reports the pace of its work.
+	// BusySeconds is the wall time less the time spent waiting for input with nothing to do:
+	// the rates below are over it, so a continuous stage that waited for its input reports the
+	// pace of its work.
 	BusySeconds float64 `json:"busy_seconds"`
 	// Stopped is how it ended: completed, interrupted (a run stopped by a signal before its
 	// input ended: exit 130 or 143), stopped (a stage stopped by a signal, its normal end:
@@ -34,7 +35,7 @@ type Summary struct {
 	DocsFailed  int64            `json:"docs_failed"`
 	DocsResumed int64            `json:"docs_resumed"` // committed by an earlier run, skipped
 	Abandoned   int64            `json:"docs_abandoned"`
-	Revoked     int64            `json:"docs_revoked,omitempty"`   // their partition moved to another worker, which reads them
+	Revoked     int64            `json:"docs_revoked,omitempty"`  // their partition moved to another worker, which reads them
 	Duplicates  int64            `json:"duplicate_ids,omitempty"` // doc ids this run delivered twice (see the ledger's rule)
 	Skipped     map[string]int64 `json:"docs_skipped"`
 	// TextRepairs counts what the sources' text policy changed (connectors/textpolicy):
@@ -54,16 +55,16 @@ type Summary struct {
 	// GNSeconds is the time spent inside the GN's forward passes; against wall_seconds it says
 	// whether the GN was kept busy (the rest of the pipeline is off its critical path when the
 	// two are close on a fresh cache).
-	GNSeconds     float64 `json:"gn_seconds"`
-	GNPadRatio    float64 `json:"gn_padding_ratio"` // padded tokens / real tokens in GN batches
-	ChunkRowsNew  int64   `json:"chunk_rows_written"`
-	ChunkRecords  int64   `json:"chunk_records,omitempty"` // chunk records published (embed stage)
-	DocsPerSec    float64 `json:"docs_per_second"`
-	WindowsPerSec float64 `json:"windows_per_second"`
-	Commits       int64   `json:"commits"`
-	Watermark     int64   `json:"watermark"`
-	Space         string  `json:"vector_space"`
-	DeadLetter    string  `json:"dead_letter,omitempty"`
+	GNSeconds     float64  `json:"gn_seconds"`
+	GNPadRatio    float64  `json:"gn_padding_ratio"` // padded tokens / real tokens in GN batches
+	ChunkRowsNew  int64    `json:"chunk_rows_written"`
+	ChunkRecords  int64    `json:"chunk_records,omitempty"` // chunk records published (embed stage)
+	DocsPerSec    float64  `json:"docs_per_second"`
+	WindowsPerSec float64  `json:"windows_per_second"`
+	Commits       int64    `json:"commits"`
+	Watermark     int64    `json:"watermark"`
+	Space         string   `json:"vector_space"`
+	DeadLetter    string   `json:"dead_letter,omitempty"`
 	Outputs       []string `json:"outputs"`
 	// Sinks holds, by output name, what the sinks that can tell (connectors.SinkCounter) did
 	// with the vectors: a database sink's inserted, updated, unchanged, older_skipped rows.
@@ -105,7 +106,7 @@ func StopOf(ctx context.Context, runErr error, continuous bool) string {
 // what became of their vectors (named by s.Outputs, in the same order as sinks).
 func Summarize(s *Summary, c *Counters, src connectors.SourceStats, sinks []connectors.Sink) {
 	s.WallSeconds = time.Since(s.Started).Seconds()
-	s.BusySeconds = c.Busy().Seconds()
+	s.BusySeconds = max(0, s.WallSeconds-c.Idle().Seconds())
 	s.InputsRead = c.InputsRead.Load()
 	s.DocsWritten = c.DocsWritten.Load()
 	s.DocsFailed = c.DocsFailed.Load()

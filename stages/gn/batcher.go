@@ -57,6 +57,13 @@ type Request struct {
 	Tokens []int32
 	Out    []float32 // len Dim, filled
 	Done   func(err error)
+	// Ctx, when set, drops the request when its batch forms if it is done by then: Done is
+	// called with its cause and no pass runs for it (a revoked partition, a cancelled query).
+	Ctx context.Context
+	// Lookup, when set, is asked when the request's batch forms, on the batcher goroutine,
+	// before Done: true means it filled out itself (another process's copy of the window has
+	// reached the cache meanwhile), and Done(nil) is called without a pass.
+	Lookup func(out []float32) bool
 }
 
 // BatcherStats describe the batches run so far.
@@ -66,6 +73,8 @@ type BatcherStats struct {
 	RealTokens   int64
 	PaddedTokens int64   // B*Lmax summed over batches
 	Failed       int64   // batches whose Embed returned an error
+	Dropped      int64   // requests dropped when their batch formed (Request.Ctx done)
+	LookedUp     int64   // requests their Lookup filled when their batch formed
 	FillRatio    float64 // mean over batches of max(B/MaxBatch, B*Lmax/TokenBudget): 1 = every pass full
 	PaddingRatio float64 // PaddedTokens/RealTokens: 1 = no padding
 	FullBatches  int64   // cut because the next window would not fit
@@ -326,9 +335,47 @@ func (b *Batcher) next(now time.Time) ([]*pending, cutReason, time.Duration) {
 	return batch, reason, 0
 }
 
+// settle answers, without a pass, the requests of a batch that no longer need one: dropped
+// (their Ctx is done) or filled by their Lookup. It returns the rest.
+func (b *Batcher) settle(batch []*pending) []*pending {
+	keep := batch[:0]
+	var settled []*pending
+	var errs []error
+	var dropped, looked int64
+	for _, p := range batch {
+		switch {
+		case p.Ctx != nil && p.Ctx.Err() != nil:
+			settled, errs = append(settled, p), append(errs, fmt.Errorf("gn: window dropped before its pass: %w", context.Cause(p.Ctx)))
+			dropped++
+		case p.Lookup != nil && p.Lookup(p.Out):
+			settled, errs = append(settled, p), append(errs, nil)
+			looked++
+		default:
+			keep = append(keep, p)
+		}
+	}
+	if len(settled) == 0 {
+		return keep
+	}
+	for range settled {
+		<-b.slots
+	}
+	b.mu.Lock()
+	b.stats.Dropped += dropped
+	b.stats.LookedUp += looked
+	b.mu.Unlock()
+	for i, p := range settled {
+		p.Done(errs[i])
+	}
+	return keep
+}
+
 // run embeds one batch and reports to every request. Slots are freed before Done so a
 // Done callback that submits again cannot deadlock on a full queue.
 func (b *Batcher) run(batch []*pending, reason cutReason) {
+	if batch = b.settle(batch); len(batch) == 0 {
+		return
+	}
 	windows := make([][]int32, len(batch))
 	outs := make([][]float32, len(batch))
 	real := 0

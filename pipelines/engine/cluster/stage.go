@@ -15,10 +15,10 @@ import (
 	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
 	"github.com/reignpipe/reignpipe/internal/promtext"
 	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/engine"
 	"github.com/reignpipe/reignpipe/pipelines/engine/launch"
 	"github.com/reignpipe/reignpipe/pipelines/engine/parts"
 	"github.com/reignpipe/reignpipe/pipelines/engine/replica"
-	"github.com/reignpipe/reignpipe/pipelines/engine/runner"
 	"github.com/reignpipe/reignpipe/pipelines/engine/runstate"
 	"github.com/reignpipe/reignpipe/schemas"
 )
@@ -105,7 +105,7 @@ func Stage(ctx context.Context, cfg *pipelines.Config, name string, o StageOptio
 				return nil, err
 			}
 			cons.Store(c)
-			return idleSource{DocSource: kafka.NewDocSource(c, rawFormats[cfg.Transport.Kafka.RawFormat](cfg.Source)), idle: o.IdleExit}, nil
+			return &idleSource{DocSource: kafka.NewDocSource(c, rawFormats[cfg.Transport.Kafka.RawFormat](cfg.Source)), idle: idleExit{d: o.IdleExit}}, nil
 		},
 		Store: sw.attach, DeadLetter: dl, Stage: name,
 		// process: a vector record is acknowledged only after the windows and manifest of its
@@ -131,11 +131,10 @@ func Stage(ctx context.Context, cfg *pipelines.Config, name string, o StageOptio
 		if err != nil {
 			return nil, err
 		}
-		cs := kafka.NewChunkSink(p)
-		defer cs.Close(context.Background())
-		// Its records are acknowledged only after the windows and manifests of their documents.
-		sw.ordered = &replica.OrderedChunkSink{Inner: cs, MaxRecordBytes: cfg.Transport.Kafka.MaxRecordBytes}
-		ro.ChunkSinks, ro.NoVectors = []runner.ChunkSink{sw.ordered}, true
+		// Its records are acknowledged only after the windows and manifests of their documents;
+		// the run's ledger closes it.
+		sw.ordered = &replica.OrderedChunkSink{Inner: kafka.NewChunkSink(p), MaxRecordBytes: cfg.Transport.Kafka.MaxRecordBytes}
+		ro.ChunkSinks, ro.NoVectors = []connectors.ChunkSink{sw.ordered}, true
 	}
 	sum, err := launch.Run(ctx, cfg, ro)
 	if sum == nil {
@@ -222,37 +221,39 @@ func (e *stageEnv) ingest(ctx context.Context, dl connectors.DeadLetterSink, o S
 	if err != nil {
 		return nil, err
 	}
-	out := kafka.NewRawSink(p)
-	defer out.Close(context.Background())
+	out := kafka.NewRawSink(p) // closed by Ingest's ledger
 	ckPath := runstate.CheckpointPath(cfg.Run.StateDir, cfg.Name+".ingest")
 	if o.FromScratch {
 		_ = os.Remove(ckPath)
 	}
 	ck, err := runstate.LoadCheckpoint(ckPath)
 	if err != nil {
+		out.Close(context.Background())
 		return nil, err
 	}
 	if why, err := launch.ResumeCheckpoint(&ck, cfg); err != nil {
+		out.Close(context.Background())
 		return nil, err
 	} else if why != "" {
 		e.log.Warn("the input changed since the checkpoint; ingesting from the beginning", "why", why, "source", cfg.Source.Path)
 	}
-	var c Counters
+	var c engine.Counters
 	stop, err := e.serveMetrics("ingest", &c, nil)
 	if err != nil {
+		out.Close(context.Background())
 		return nil, err
 	}
 	defer stop()
-	start := time.Now()
-	err = Ingest(ctx, src, out, dl, IngestOptions{
-		LoopOptions: LoopOptions{CommitEvery: cfg.Run.CommitEvery, CommitInterval: cfg.Run.CommitInterval.Duration, IdleExit: o.IdleExit, Logger: e.log},
+	sum := e.startSummary("ingest", []string{"kafka:" + cfg.Transport.Kafka.RawTopic()})
+	err = Ingest(ctx, idleSourceOf(src, o.IdleExit), out, dl, IngestOptions{
+		LoopOptions: LoopOptions{CommitEvery: cfg.Run.CommitEvery, CommitInterval: cfg.Run.CommitInterval.Duration, Logger: e.log},
 		Resume:      ck.Watermark,
 		OnCommit: func(w int64) error {
 			ck.Watermark = w
 			return ck.Save(ckPath)
 		},
 	}, &c)
-	return e.summary(ctx, "ingest", &c, src.Stats(), start, err), err
+	return e.finishSummary(ctx, sum, &c, src.Stats(), nil, err), err
 }
 
 func (e *stageEnv) aggregate(ctx context.Context, dl connectors.DeadLetterSink, o StageOptions) (Summary, error) {
@@ -264,78 +265,157 @@ func (e *stageEnv) aggregate(ctx context.Context, dl connectors.DeadLetterSink, 
 		return nil, err
 	}
 	defer pp.Close()
-	gnID, params, agg, companion := pp.GN, pp.Params, pp.Aggregator, pp.Companion
-	outs, _, closeSinks, err := launch.OpenSinks(cfg, launch.SinkEnv(gnID, params, agg, companion, e.kafkaSink))
+	outs, names, closeSinks, err := launch.OpenSinks(cfg, launch.SinkEnv(pp.GN, pp.Params, pp.Aggregator, pp.Companion, e.kafkaSink))
 	if err != nil {
 		return nil, err
 	}
-	defer closeSinks()
 	cons, err := e.consumer("aggregate", cfg.Transport.Kafka.ChunksTopic())
 	if err != nil {
+		closeSinks()
 		return nil, err
 	}
-	defer cons.Close(context.Background())
-	var c Counters
+	in := kafka.NewChunkSource(cons)
+	defer in.Close(context.Background())
+	var c engine.Counters
 	stop, err := e.serveMetrics("aggregate", &c, func() map[string]float64 {
 		return map[string]float64{"reignpipe_consumer_lag": float64(cons.Lag())}
 	})
 	if err != nil {
+		closeSinks()
 		return nil, err
 	}
 	defer stop()
-	start := time.Now()
+	sum := e.startSummary("aggregate", names)
+	sum.Space = pp.Aggregator.Space()
+	// Aggregate's ledger closes the sinks, and a close that fails fails the stage.
 	err = Aggregate(ctx, AggregateParts{
-		Input: kafka.NewChunkSource(cons), Aggregator: agg, GNMeanPool: companion, Sinks: outs, DeadLetter: dl,
-		Space: Space{Fingerprint: gnID.Fingerprint, Dim: gnID.Dim, K: params.K, S: params.S},
-	}, LoopOptions{CommitEvery: cfg.Run.CommitEvery, CommitInterval: cfg.Run.CommitInterval.Duration, IdleExit: o.IdleExit, Logger: e.log}, &c)
-	return e.summary(ctx, "aggregate", &c, connectors.SourceStats{}, start, err), err
+		Input: idleChunksOf(in, o.IdleExit), Aggregation: engine.Aggregation{Aggregator: pp.Aggregator, Companion: pp.Companion},
+		Sinks: outs, SinkNames: names, DeadLetter: dl,
+		Space: schemas.Space{Fingerprint: pp.GN.Fingerprint, Dim: pp.GN.Dim, K: pp.Params.K, S: pp.Params.S},
+	}, LoopOptions{CommitEvery: cfg.Run.CommitEvery, CommitInterval: cfg.Run.CommitInterval.Duration, Logger: e.log}, &c)
+	return e.finishSummary(ctx, sum, &c, connectors.SourceStats{}, outs, err), err
 }
 
-func (e *stageEnv) serveMetrics(stage string, c *Counters, extra func() map[string]float64) (func(), error) {
+func (e *stageEnv) serveMetrics(stage string, c *engine.Counters, extra func() map[string]float64) (func(), error) {
 	if e.cfg.Run.MetricsAddr == "" {
 		return func() {}, nil
 	}
-	stop, err := promtext.Serve(e.cfg.Run.MetricsAddr, MetricsHandler(promtext.Labels{Pipeline: e.cfg.Name, Stage: stage}, c, extra))
+	stop, err := promtext.Serve(e.cfg.Run.MetricsAddr, engine.MetricsHandler(c, promtext.Labels{Pipeline: e.cfg.Name, Stage: stage}, extra))
 	if err != nil {
 		return nil, fmt.Errorf("metrics on %s: %w", e.cfg.Run.MetricsAddr, err)
 	}
 	return stop, nil
 }
 
-// summary is the stage's summary (also written to run.summary when set). A stage stopped by a
-// signal says "interrupted", as Run and the embed stage do.
-func (e *stageEnv) summary(ctx context.Context, stage string, c *Counters, st connectors.SourceStats, start time.Time, runErr error) StageSummary {
-	s := StageSummary{
-		Pipeline: e.cfg.Name, Stage: stage, WallSeconds: time.Since(start).Seconds(),
-		Inputs: c.Inputs.Load(), Written: c.Written.Load(), DeadLetters: c.DeadLetters.Load(), Commits: c.Commits.Load(),
-		Skipped: st.Skipped, Stopped: "completed",
-	}
-	switch {
-	case runErr != nil:
-		s.Stopped, s.Error = "failed", runErr.Error()
-	case ctx.Err() != nil:
-		s.Stopped = "interrupted"
+func (e *stageEnv) startSummary(stage string, outputs []string) *engine.Summary {
+	return &engine.Summary{Pipeline: e.cfg.Name, Stage: stage, Started: time.Now().UTC(), DeadLetter: "kafka:" + e.cfg.Transport.Kafka.DeadLetterTopic(), Outputs: outputs}
+}
+
+// finishSummary fills in the stage's summary from the engine's counters (also written to
+// run.summary when set). A stage stopped by a signal says "stopped": that is how a stage ends.
+func (e *stageEnv) finishSummary(ctx context.Context, s *engine.Summary, c *engine.Counters, st connectors.SourceStats, sinks []connectors.Sink, runErr error) *engine.Summary {
+	engine.Summarize(s, c, st, sinks)
+	s.Stopped = engine.StopOf(ctx, runErr, true)
+	if runErr != nil {
+		s.Error = runErr.Error()
 	}
 	launch.WriteSummary(e.cfg, s.JSON(), e.log)
 	return s
 }
 
-// idleSource ends a Kafka source (io.EOF) after no document arrived for idle, so a backfill's
-// stage process exits when the work is done; idle 0 never ends it.
-type idleSource struct {
-	*kafka.DocSource
-	idle time.Duration
+// A backfill's stage exits once its input has been quiet for --idle-exit: idleExit ends a
+// source's reads with io.EOF after no input arrived for that long (0: never), measured from
+// the last input, however often the ledger cut a wait short to commit.
+type idleExit struct {
+	d    time.Duration
+	last time.Time
 }
 
-func (s idleSource) Read(ctx context.Context) (schemas.Document, connectors.AckFunc, error) {
-	if s.idle <= 0 {
-		return s.DocSource.Read(ctx)
+func (i *idleExit) read(ctx context.Context, read func(context.Context) error) error {
+	if i.d <= 0 {
+		return read(ctx)
 	}
-	rctx, cancel := context.WithTimeout(ctx, s.idle)
+	if i.last.IsZero() {
+		i.last = time.Now()
+	}
+	rctx, cancel := context.WithDeadline(ctx, i.last.Add(i.d))
 	defer cancel()
-	d, ack, err := s.DocSource.Read(rctx)
-	if err != nil && rctx.Err() != nil && ctx.Err() == nil {
-		return d, ack, io.EOF
+	err := read(rctx)
+	switch {
+	case err == nil:
+		i.last = time.Now()
+	case rctx.Err() != nil && ctx.Err() == nil:
+		return io.EOF
 	}
+	return err
+}
+
+// idleSource is a document source that ends after --idle-exit of quiet.
+type idleSource struct {
+	*kafka.DocSource
+	idle idleExit
+}
+
+func (s *idleSource) Read(ctx context.Context) (d schemas.Document, ack connectors.AckFunc, err error) {
+	err = s.idle.read(ctx, func(ctx context.Context) (err error) {
+		d, ack, err = s.DocSource.Read(ctx)
+		return err
+	})
+	return d, ack, err
+}
+
+// idleFileSource is idleSource for ingest's source (a watched folder is quiet once its files
+// are read).
+type idleFileSource struct {
+	connectors.Source
+	idle idleExit
+}
+
+func idleSourceOf(src connectors.Source, d time.Duration) connectors.Source {
+	if d <= 0 {
+		return src
+	}
+	return &idleFileSource{Source: src, idle: idleExit{d: d}}
+}
+
+func (s *idleFileSource) Read(ctx context.Context) (d schemas.Document, ack connectors.AckFunc, err error) {
+	err = s.idle.read(ctx, func(ctx context.Context) (err error) {
+		d, ack, err = s.Source.Read(ctx)
+		return err
+	})
+	return d, ack, err
+}
+
+// FlushAcks and SelfCheckpointing pass through, so the ledger sees the source's own position.
+func (s *idleFileSource) FlushAcks(ctx context.Context) error {
+	if f, ok := s.Source.(connectors.AckFlusher); ok {
+		return f.FlushAcks(ctx)
+	}
+	return nil
+}
+
+func (s *idleFileSource) SelfCheckpointing() bool {
+	sc, ok := s.Source.(connectors.SelfCheckpointing)
+	return ok && sc.SelfCheckpointing()
+}
+
+// idleChunks is a chunk source that ends after --idle-exit of quiet.
+type idleChunks struct {
+	connectors.ChunkSource
+	idle idleExit
+}
+
+func idleChunksOf(in connectors.ChunkSource, d time.Duration) connectors.ChunkSource {
+	if d <= 0 {
+		return in
+	}
+	return &idleChunks{ChunkSource: in, idle: idleExit{d: d}}
+}
+
+func (s *idleChunks) Read(ctx context.Context) (d schemas.ChunkDoc, ack connectors.AckFunc, err error) {
+	err = s.idle.read(ctx, func(ctx context.Context) (err error) {
+		d, ack, err = s.ChunkSource.Read(ctx)
+		return err
+	})
 	return d, ack, err
 }

@@ -11,10 +11,10 @@ import (
 	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
 	"github.com/reignpipe/reignpipe/internal/promtext"
 	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/engine"
 	"github.com/reignpipe/reignpipe/pipelines/engine/launch"
 	"github.com/reignpipe/reignpipe/pipelines/engine/parts"
 	"github.com/reignpipe/reignpipe/pipelines/engine/replica"
-	"github.com/reignpipe/reignpipe/pipelines/engine/runner"
 	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
@@ -27,6 +27,10 @@ import (
 // worker's replica may still be behind the end offsets taken at its start when it joins the
 // embed consumer group: small, so a new or wiped worker starts warm.
 const DefaultReplicaMaxLag = 1000
+
+// lingerWindows is how soon a window the GN embedded is on the broker, and so in the other
+// workers' replicas, for their embed step's lookup when their batch forms (Publisher.Linger).
+const lingerWindows = 250 * time.Millisecond
 
 func storeTopics(k pipelines.KafkaConfig) replica.Topics {
 	return replica.Topics{Windows: k.WindowsTopic(), Manifests: k.ManifestsTopic()}
@@ -72,7 +76,7 @@ type storeWorker struct {
 
 // attach is launch.Options.Store: start following, wait for the catch-up, then publish
 // through the cache.
-func (w *storeWorker) attach(ctx context.Context, c *shardcache.Cache) (runner.ChunkCache, func() error, func() any, error) {
+func (w *storeWorker) attach(ctx context.Context, c *shardcache.Cache) (engine.Cache, func() error, func() any, error) {
 	f, err := replica.Start(ctx, replica.Options{
 		Client: w.e.client, Topics: storeTopics(w.e.cfg.Transport.Kafka), Cache: c, Space: cacheSpace(c), Dir: w.e.cfg.Cache.Dir,
 		FlushRecords: w.flushRecords, Logger: w.e.log,
@@ -97,8 +101,10 @@ func (w *storeWorker) attach(ctx context.Context, c *shardcache.Cache) (runner.C
 	if w.ordered != nil {
 		w.ordered.Pub = w.pub
 	}
+	stopLinger := w.pub.Linger(lingerWindows, w.e.log)
 	closeAll := func() error {
 		// The runner has committed (or abandoned) everything: nothing queued is unacked.
+		stopLinger()
 		return errors.Join(wp.Close(context.Background()), mp.Close(context.Background()), f.Stop())
 	}
 	return w.pub, closeAll, w.summary, nil

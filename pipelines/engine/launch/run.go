@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/reignpipe/reignpipe/connectors"
@@ -21,6 +20,7 @@ import (
 	"github.com/reignpipe/reignpipe/internal/promtext"
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/components"
+	"github.com/reignpipe/reignpipe/pipelines/engine"
 	"github.com/reignpipe/reignpipe/pipelines/engine/parts"
 	"github.com/reignpipe/reignpipe/pipelines/engine/reaggregate"
 	"github.com/reignpipe/reignpipe/pipelines/engine/runner"
@@ -39,7 +39,7 @@ type Options struct {
 	// FromScratch forgets the checkpoint and the vector outputs (the chunk cache is kept).
 	FromScratch bool
 	Source      connectors.Source // instead of the configured source
-	ChunkSinks  []runner.ChunkSink
+	ChunkSinks  []connectors.ChunkSink
 	// NoVectors: the run publishes chunk embeddings only (no aggregation, no sinks).
 	NoVectors  bool
 	DeadLetter connectors.DeadLetterSink // instead of the dead-letter file
@@ -51,25 +51,16 @@ type Options struct {
 	// replica): it gets the opened cache, returns once the replica has caught up, and gives the
 	// cache the runner writes through, a close (its error is the run's) and the store's part
 	// of the summary.
-	Store func(ctx context.Context, c *shardcache.Cache) (runner.ChunkCache, func() error, func() any, error)
+	Store func(ctx context.Context, c *shardcache.Cache) (engine.Cache, func() error, func() any, error)
 	// OpenSource opens the source when Source is nil, after Store returned: an embed worker
 	// joins its consumer group only once its store has caught up.
 	OpenSource func() (connectors.Source, error)
 }
 
-// batcherEmbedder adapts the GN batcher to the runner's WindowEmbedder.
-type batcherEmbedder struct{ b *gn.Batcher }
-
-func (e batcherEmbedder) Submit(ctx context.Context, w []int32, out []float32, done func(error)) error {
-	return e.b.Submit(ctx, gn.Request{Tokens: w, Out: out, Done: done})
-}
-
-func (e batcherEmbedder) Abort(err error) { e.b.Abort(err) }
-
 // Run executes one pipeline in this process and returns its summary (also written to
 // run.summary when set). The summary is nil when the run failed before it started; a run that
 // started and failed returns both.
-func Run(ctx context.Context, cfg *pipelines.Config, o Options) (_ *runner.Summary, err error) {
+func Run(ctx context.Context, cfg *pipelines.Config, o Options) (_ *engine.Summary, err error) {
 	log := slog.Default()
 	ckPath := runstate.CheckpointPath(cfg.Run.StateDir, cfg.Name)
 	if o.FromScratch {
@@ -96,7 +87,7 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (_ *runner.Summa
 		}
 	}()
 	tok, model, params := pp.Tokenizer, pp.Model, pp.Params
-	var cache runner.ChunkCache = pp.Cache
+	var cache engine.Cache = pp.Cache
 	var storeSummary func() any
 	if o.Store != nil {
 		c, closeStore, summ, err := o.Store(ctx, pp.Cache)
@@ -110,7 +101,6 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (_ *runner.Summa
 		}()
 		cache, storeSummary = c, summ
 	}
-	agg, companion := pp.Aggregator, pp.Companion
 	batcher, err := gn.NewBatcher(model, gn.BatcherOptions{
 		TokenBudget: cfg.Batching.TokenBudget, MaxBatch: cfg.Batching.MaxBatch, MaxWait: cfg.Batching.MaxWait.Duration,
 	})
@@ -137,20 +127,27 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (_ *runner.Summa
 	}
 	defer src.Close(context.Background())
 
+	// The sinks are the runner's once it runs (it closes them, and a close that fails fails
+	// the run: pgvector's deferred index is built there); until then they are closed here.
 	var outs []connectors.Sink
 	var outDirs []string
+	closeSinks := func() error { return nil }
+	chunkSinks := o.ChunkSinks
+	handedOver := false
+	defer func() {
+		if handedOver {
+			return
+		}
+		closeSinks()
+		for _, s := range chunkSinks {
+			s.Close(context.Background())
+		}
+	}()
 	if !o.NoVectors {
-		var closeSinks func() error
-		outs, outDirs, closeSinks, err = OpenSinks(cfg, SinkEnv(pp.GN, params, agg, companion, o.KafkaSink))
+		outs, outDirs, closeSinks, err = OpenSinks(cfg, SinkEnv(pp.GN, params, pp.Aggregator, pp.Companion, o.KafkaSink))
 		if err != nil {
 			return nil, err
 		}
-		// A sink's Close can still fail the run: pgvector's deferred index is built there.
-		defer func() {
-			if cerr := closeSinks(); cerr != nil && err == nil {
-				err = fmt.Errorf("closing the sinks: %w", cerr)
-			}
-		}()
 	}
 	dl, dlPath := o.DeadLetter, "kafka"
 	if dl == nil {
@@ -180,8 +177,8 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (_ *runner.Summa
 
 	rn, err := runner.New(runner.Parts{
 		Source: src, Tokenizer: tok, Chunking: params, Anchored: cfg.Chunking.Mode == "anchored", Fingerprint: model.Fingerprint(), Dim: model.Dim(),
-		Embedder: batcherEmbedder{batcher}, Cache: cache, Aggregator: agg, GNMeanPool: companion, Sinks: outs,
-		ChunkSinks: o.ChunkSinks, DeadLetter: dl,
+		Embedder: batcher, Cache: cache, Aggregation: engine.Aggregation{Aggregator: pp.Aggregator, Companion: pp.Companion},
+		Sinks: outs, SinkNames: outDirs, ChunkSinks: chunkSinks, DeadLetter: dl,
 	}, runner.Options{
 		CommitEvery: cfg.Run.CommitEvery, CommitInterval: cfg.Run.CommitInterval.Duration,
 		TokenizeWorkers: cfg.Run.TokenizeWorkers, Queue: cfg.Run.Queue, DrainTimeout: cfg.Run.DrainTimeout.Duration,
@@ -200,23 +197,27 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (_ *runner.Summa
 	if err != nil {
 		return nil, err
 	}
+	stage := o.Stage
+	if stage == "" {
+		stage = "run"
+	}
 	if cfg.Run.MetricsAddr != "" {
-		stage := o.Stage
-		if stage == "" {
-			stage = "run"
-		}
 		labels := promtext.Labels{Pipeline: cfg.Name, Stage: stage}
-		stopMetrics, err := promtext.Serve(cfg.Run.MetricsAddr, runner.MetricsHandler(rn, labels, o.Metrics))
+		stopMetrics, err := promtext.Serve(cfg.Run.MetricsAddr, engine.MetricsHandler(&rn.C, labels, o.Metrics))
 		if err != nil {
 			return nil, fmt.Errorf("metrics on %s: %w", cfg.Run.MetricsAddr, err)
 		}
 		defer stopMetrics()
 	}
 
-	sum := &runner.Summary{Pipeline: cfg.Name, Started: time.Now().UTC(), DeadLetter: dlPath, Outputs: outDirs}
+	sum := &engine.Summary{Pipeline: cfg.Name, Started: time.Now().UTC(), DeadLetter: dlPath, Outputs: outDirs}
+	if o.Stage != "" {
+		sum.Stage = o.Stage
+	}
 	log.Info("run", "pipeline", cfg.Name, "source", cfg.Source.Path, "gn", cfg.GN.Name, "dim", model.Dim(),
 		"fingerprint", model.Fingerprint(), "k", params.K, "s", params.S, "provider", cfg.GN.Provider)
-	prog := runner.StartProgress(rn, src, cfg.Run.Progress, os.Stderr)
+	prog := engine.StartProgress(&rn.C, src.Stats, cfg.Run.Progress, os.Stderr)
+	handedOver = true
 	runErr := rn.Run(ctx)
 	batcher.Close()
 	batcherClosed = true
@@ -231,13 +232,9 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (_ *runner.Summa
 	if ms.RealTokens > 0 {
 		sum.GNPadRatio = float64(ms.PaddedTokens) / float64(ms.RealTokens)
 	}
-	switch {
-	case runErr != nil:
-		sum.Stopped, sum.Error = "failed", runErr.Error()
-	case ctx.Err() != nil:
-		sum.Stopped = "interrupted"
-	default:
-		sum.Stopped = "completed"
+	sum.Stopped = engine.StopOf(ctx, runErr, o.Stage != "")
+	if runErr != nil {
+		sum.Error = runErr.Error()
 	}
 	WriteSummary(cfg, sum.JSON(), log)
 	return sum, runErr
@@ -312,10 +309,7 @@ func OpenSource(cfg *pipelines.Config, fromScratch bool) (connectors.Source, err
 
 // OpenDeadLetter opens the configured dead-letter file and returns its path.
 func OpenDeadLetter(cfg *pipelines.Config) (connectors.DeadLetterSink, string, error) {
-	path := cfg.DeadLetter.Path
-	if path == "" {
-		path = filepath.Join(cfg.Run.StateDir, cfg.Name+".deadletter.jsonl")
-	}
+	path := cfg.DeadLetterPath()
 	dl, err := deadletter.Open(path)
 	return dl, path, err
 }
@@ -356,12 +350,9 @@ func ResumeCheckpoint(ck *runstate.Checkpoint, cfg *pipelines.Config) (why strin
 // cached corpus (`reignpipe reaggregate --sinks`, `tune --apply`). A kafka sink needs a
 // distributed stage's producer and is refused here as in an embedded run.
 func ConfiguredSinks(cfg *pipelines.Config) reaggregate.Sinks {
-	return func(id gn.Identity, agg, companion aggregate.Aggregator) ([]connectors.Sink, string, func(bool) error, error) {
+	return func(id gn.Identity, agg, companion aggregate.Aggregator) ([]connectors.Sink, []string, error) {
 		params := chunk.Params{K: cfg.Chunking.K, S: cfg.Chunking.S}
-		sinks, outputs, closeAll, err := OpenSinks(cfg, SinkEnv(id, params, agg, companion, nil))
-		if err != nil {
-			return nil, "", nil, err
-		}
-		return sinks, strings.Join(outputs, ", "), func(bool) error { return closeAll() }, nil
+		sinks, outputs, _, err := OpenSinks(cfg, SinkEnv(id, params, agg, companion, nil))
+		return sinks, outputs, err
 	}
 }

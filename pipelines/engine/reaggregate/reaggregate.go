@@ -9,13 +9,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/connectors/deadletter"
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/engine"
 	"github.com/reignpipe/reignpipe/pipelines/engine/parts"
 	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/aggregate"
@@ -103,43 +105,41 @@ type Summary struct {
 	Pipeline     string  `json:"pipeline"`
 	WallSeconds  float64 `json:"wall_seconds"`
 	Documents    int64   `json:"documents"`
-	Written      int64   `json:"docs_written"`
-	Failed       int64   `json:"docs_failed"` // a chunk missing from the cache, or aggregation failed
+	Written      int64   `json:"docs_written"` // committed in every sink
+	Failed       int64   `json:"docs_failed"`  // a chunk missing from the cache, the aggregation failing, a sink refusing: dead-lettered
 	ChunksRead   int64   `json:"chunks_read"`
 	GNWindows    int64   `json:"gn_windows"`
 	GNForward    int64   `json:"gn_forward_passes"`
+	Commits      int64   `json:"commits"`
 	Space        string  `json:"vector_space"`
 	Output       string  `json:"output"`
+	DeadLetter   string  `json:"dead_letter,omitempty"`
 	FirstFailure string  `json:"first_failure,omitempty"`
+	// Sinks holds what the sinks that can tell did with the vectors (a database sink's
+	// inserted, updated, unchanged rows), by output.
+	Sinks      map[string]map[string]int64 `json:"sinks,omitempty"`
+	PeakRSSMiB float64                     `json:"peak_rss_mib"`
 }
 
 // Sinks opens where re-aggregated vectors go, once the aggregation is known (its dimension and
 // space; companion is the GN mean-pool published beside a REIGN vector, nil for a mean-pool
-// pipeline). output names them for the summary. finish ends them: ok false means the run failed
-// and what can be withdrawn is (a Parquet part never appears); it is called exactly once.
-type Sinks func(id gn.Identity, agg, companion aggregate.Aggregator) (sinks []connectors.Sink, output string, finish func(ok bool) error, err error)
+// pipeline); names name them for the summary and messages. The sinks are then the run's: it
+// closes them (a failed run aborts what a sink can withdraw, so a Parquet part never appears
+// half done).
+type Sinks func(id gn.Identity, agg, companion aggregate.Aggregator) (sinks []connectors.Sink, names []string, err error)
 
 // ParquetSinks writes Parquet parts under dir.
 func ParquetSinks(dir string) Sinks {
-	return func(_ gn.Identity, agg, companion aggregate.Aggregator) ([]connectors.Sink, string, func(bool) error, error) {
+	return func(_ gn.Identity, agg, companion aggregate.Aggregator) ([]connectors.Sink, []string, error) {
 		gnDim := 0
 		if companion != nil {
 			gnDim = companion.Dim()
 		}
 		sink, err := vectorfile.NewParquet(vectorfile.ParquetOptions{Dir: dir, Dim: agg.Dim(), GNDim: gnDim})
 		if err != nil {
-			return nil, "", nil, err
+			return nil, nil, err
 		}
-		finish := func(ok bool) error {
-			if !ok {
-				// Nothing of a failed re-aggregation becomes visible: a partial part would read
-				// as a result that lacks documents.
-				sink.Abort()
-				return nil
-			}
-			return sink.Close(context.Background())
-		}
-		return []connectors.Sink{sink}, dir, finish, nil
+		return []connectors.Sink{sink}, []string{dir}, nil
 	}
 }
 
@@ -149,13 +149,17 @@ func Run(ctx context.Context, cfg *pipelines.Config, outDir string) (Summary, er
 	return RunInto(ctx, cfg, ParquetSinks(outDir))
 }
 
-// RunInto is Run into the sinks open gives. Manifests are streamed, so memory does not grow
-// with the corpus. A document whose window is missing, whose aggregation fails, or that a sink
-// refuses is counted and skipped; the summary is filled in on error too. Vectors keep their
-// document's id and version, so writing them again is harmless (the sinks' keyed writes).
+// RunInto is Run into the sinks open gives, through the engine's ledger like any run: the
+// vectors are committed every run.commit_every documents (and run.commit_interval), so memory
+// and a database's transactions stay bounded by configuration, not by the corpus. Manifests
+// are streamed. A document whose window is missing, whose aggregation fails, or that a sink
+// refuses is dead-lettered (the pipeline's dead-letter file) and counted; the summary is
+// filled in on error too. Vectors keep their document's id and version, so writing them again
+// is harmless (the sinks' keyed writes).
 func RunInto(ctx context.Context, cfg *pipelines.Config, open Sinks) (sum Summary, err error) {
 	start := time.Now()
 	sum.Pipeline = cfg.Name
+	defer func() { sum.WallSeconds = time.Since(start).Seconds() }()
 	// The GN is only identified, for its fingerprint and dimension, which name the cache's
 	// space; no GN session is made, so the summary's forward-pass counter stays 0.
 	pp, err := parts.Open(cfg, parts.Want{Cache: true, Aggregator: true})
@@ -163,72 +167,84 @@ func RunInto(ctx context.Context, cfg *pipelines.Config, open Sinks) (sum Summar
 		return sum, err
 	}
 	defer pp.Close()
-	agg, companion := pp.Aggregator, pp.Companion
+	agg := engine.Aggregation{Aggregator: pp.Aggregator, Companion: pp.Companion}
 	sum.Space = agg.Space()
-	sinks, output, finish, err := open(pp.GN, agg, companion)
+	dlPath := cfg.DeadLetterPath()
+	dl, err := deadletter.Open(dlPath)
 	if err != nil {
 		return sum, err
 	}
-	sum.Output = output
+	defer dl.Close(context.Background())
+	fl := &firstFailure{DeadLetterSink: dl}
+	sinks, names, err := open(pp.GN, pp.Aggregator, pp.Companion)
+	if err != nil {
+		return sum, err
+	}
+	sum.Output, sum.DeadLetter = strings.Join(names, ", "), dlPath
+	var c engine.Counters
+	led, err := engine.New(engine.Outputs{Vectors: sinks, Names: names, Aggregation: agg}, engine.Options{
+		CommitEvery: cfg.Run.CommitEvery, CommitInterval: cfg.Run.CommitInterval.Duration, DeadLetter: fl,
+	}, &c)
+	if err != nil {
+		return sum, err
+	}
+	prog := engine.StartProgress(&c, nil, cfg.Run.Progress, os.Stderr)
 	defer func() {
-		if ferr := finish(err == nil); ferr != nil && err == nil {
-			err = ferr
+		prog.Stop()
+		if cerr := led.Close(context.WithoutCancel(ctx), err != nil); cerr != nil && err == nil {
+			err = cerr
 		}
-		sum.WallSeconds = time.Since(start).Seconds()
+		sum.Documents, sum.Written, sum.Failed = c.InputsRead.Load(), c.DocsWritten.Load(), c.DocsFailed.Load()
+		sum.ChunksRead, sum.Commits, sum.FirstFailure = c.Windows.Load(), c.Commits.Load(), fl.first
+		var es engine.Summary
+		es.Outputs = names
+		engine.Summarize(&es, &c, connectors.SourceStats{}, sinks)
+		sum.Sinks, sum.PeakRSSMiB = es.Sinks, es.PeakRSSMiB
 	}()
 
-	fail := func(docID, reason string) {
-		sum.Failed++
-		if sum.FirstFailure == "" {
-			sum.FirstFailure = docID + ": " + reason
-		}
-		slog.Warn("reaggregate: document skipped", "doc", docID, "reason", reason)
-	}
 	rd := NewReader(pp.Cache, pp.GN.Dim)
+	wctx := context.WithoutCancel(ctx)
+	var seq int64
 	err = pp.Cache.ScanManifests(func(m shardcache.Manifest) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		sum.Documents++
+		in := engine.Input{Seq: seq, DocID: m.DocID, Source: m.Source, Position: "manifest of " + m.DocID}
+		seq++
+		c.InputsRead.Add(1)
+		c.Processed.Add(1)
 		chunks, err := rd.Chunks(m)
 		var missing *MissingError
 		if errors.As(err, &missing) {
-			fail(m.DocID, err.Error())
-			return nil
+			return led.Fail(wctx, in, "cache", err)
 		}
 		if err != nil {
 			return err
 		}
-		sum.ChunksRead += int64(len(m.Keys))
-		v, err := aggregate.Vectors(agg, companion, chunks)
-		if err != nil {
-			fail(m.DocID, err.Error())
-			return nil
-		}
-		source := m.Source
-		if source == "" { // written by an older version
-			source, _, _ = strings.Cut(m.DocID, ":")
-		}
-		v.DocID, v.Title, v.Source, v.Version, v.ContentHash = m.DocID, m.Title, source, m.Version, m.ContentHash
-		v.NChunks, v.NTokens = len(m.Keys), m.NTokens
-		refused, err := connectors.WriteVector(ctx, sinks, v)
-		if err != nil {
+		c.Windows.Add(int64(len(m.Keys)))
+		if err := led.Deliver(wctx, in, engine.DocOfManifest(&m), m.Keys, chunks); err != nil {
 			return err
 		}
-		if refused != nil {
-			fail(m.DocID, refused.Error())
-			return nil
-		}
-		sum.Written++
-		return nil
+		return led.CommitIfDue(wctx)
 	})
 	if err != nil {
 		return sum, err
 	}
-	for _, s := range sinks {
-		if err := s.Flush(ctx); err != nil {
-			return sum, err
-		}
+	return sum, led.Commit(wctx)
+}
+
+// firstFailure keeps the first dead letter's document and reason for the summary.
+type firstFailure struct {
+	connectors.DeadLetterSink
+	first string
+}
+
+func (f *firstFailure) WriteDeadLetter(ctx context.Context, d schemas.DeadLetter) error {
+	if err := f.DeadLetterSink.WriteDeadLetter(ctx, d); err != nil {
+		return err
 	}
-	return sum, nil
+	if f.first == "" {
+		f.first = d.DocID + ": " + d.Err
+	}
+	return nil
 }

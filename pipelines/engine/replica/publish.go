@@ -4,15 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/reignpipe/reignpipe/connectors"
 	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
-	"github.com/reignpipe/reignpipe/pipelines/engine/runner"
+	"github.com/reignpipe/reignpipe/pipelines/engine"
 	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
@@ -43,14 +45,47 @@ type Publisher struct {
 	mans    []shardcache.Manifest
 
 	windowsSent, manifestsSent, manifestsKnown atomic.Int64
+	unflushed                                  atomic.Bool // windows sent since the last flush of P.windows
 }
 
-var _ runner.ChunkCache = (*Publisher)(nil)
+var _ engine.Cache = (*Publisher)(nil)
 
 // NewPublisher writes through the producers of P.windows (which must not fragment) and
 // P.manifests into cache.
 func NewPublisher(cache *shardcache.Cache, windows, manifests *kafkaclient.Producer, sp schemas.Space) *Publisher {
 	return &Publisher{cache: cache, windows: windows, manifests: manifests, space: sp, spaceHeaders: SpaceHeaders(sp), pending: map[uint64][]float32{}}
+}
+
+// Linger flushes P.windows every interval while windows wait in its queue, until stop is
+// called (which waits for the goroutine). A window is then on the broker, and in the other
+// workers' replicas, within about interval of its GN pass rather than at the next commit:
+// another worker that queued the same window finds it when its GN batch forms (the embed
+// step's second lookup) instead of embedding it again. Windows durable early are always safe:
+// no manifest names them before Publish. A failed flush is logged; the commit's Publish
+// retries and fails the run if the broker stays away.
+func (p *Publisher) Linger(interval time.Duration, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if !p.unflushed.Swap(false) {
+					continue
+				}
+				if err := p.windows.Flush(ctx); err != nil && ctx.Err() == nil {
+					p.unflushed.Store(true)
+					log.Warn("publishing windows early failed; the next commit publishes them", "err", err)
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // SpaceHeaders are the headers naming a record's space.
@@ -112,6 +147,7 @@ func (p *Publisher) Add(r shardcache.Row) (bool, error) {
 	if err := p.windows.Send(context.Background(), WindowMessage(r, p.spaceHeaders)); err != nil {
 		return false, fmt.Errorf("publishing window %016x to the store's window topic: %w", r.Key, err)
 	}
+	p.unflushed.Store(true)
 	emb := append([]float32(nil), r.Embedding...)
 	r.Embedding = emb
 	p.mu.Lock()
@@ -144,13 +180,20 @@ func (p *Publisher) Flush() error {
 // them into the local cache (not flushed). The chunk sink calls it before its own producer
 // could flush on its own, so a chunk record is never acknowledged before its windows.
 func (p *Publisher) Publish(ctx context.Context) error {
-	if err := p.windows.Flush(ctx); err != nil {
-		return fmt.Errorf("store window topic: %w", err)
-	}
+	// What is taken here was sent before the flush below, so the flush covers it. Windows are
+	// added from the embed step's goroutine while a commit runs: one sent after this point
+	// waits for the next Publish, which keeps it out of the local cache until it is
+	// acknowledged.
 	p.mu.Lock()
 	rows, mans := p.rows, p.mans
 	p.rows, p.mans = nil, nil
 	p.mu.Unlock()
+	if err := p.windows.Flush(ctx); err != nil {
+		p.mu.Lock()
+		p.rows, p.mans = append(rows, p.rows...), append(mans, p.mans...)
+		p.mu.Unlock()
+		return fmt.Errorf("store window topic: %w", err)
+	}
 	for _, r := range rows {
 		if _, err := p.cache.Add(r); err != nil {
 			return err
@@ -277,7 +320,7 @@ func (o *ordered) before(ctx context.Context, pub *Publisher, maxRecordBytes, si
 // OrderedChunkSink keeps a chunk record (embed stage) from being acknowledged before the
 // windows and manifest of its document.
 type OrderedChunkSink struct {
-	Inner runner.ChunkSink
+	Inner connectors.ChunkSink
 	// Pub is set before the first write (the worker's store is attached after the sinks are
 	// made).
 	Pub            *Publisher
@@ -293,7 +336,7 @@ func (s *OrderedChunkSink) WriteChunks(ctx context.Context, c schemas.ChunkDoc) 
 	return s.Inner.WriteChunks(ctx, c)
 }
 
-// Flush is called by the writer after the cache's (the Publisher's) Flush.
+// Flush is called by the ledger after the cache's (the Publisher's) Flush.
 func (s *OrderedChunkSink) Flush(ctx context.Context) error {
 	if err := s.Inner.Flush(ctx); err != nil {
 		return err
@@ -301,6 +344,9 @@ func (s *OrderedChunkSink) Flush(ctx context.Context) error {
 	s.q = ordered{}
 	return nil
 }
+
+// Close closes the inner sink; the ledger has committed or abandoned what it wrote.
+func (s *OrderedChunkSink) Close(ctx context.Context) error { return s.Inner.Close(ctx) }
 
 // OrderedVectorSink keeps a vector record (the kafka sink of stage process) from being
 // acknowledged before the windows and manifest of its document, as OrderedChunkSink does for
@@ -333,7 +379,7 @@ func (s *OrderedVectorSink) Write(ctx context.Context, v schemas.DocVector) erro
 	return s.Inner.Write(ctx, v)
 }
 
-// Flush is called by the writer after the cache's (the Publisher's) Flush.
+// Flush is called by the ledger after the cache's (the Publisher's) Flush.
 func (s *OrderedVectorSink) Flush(ctx context.Context) error {
 	if err := s.Inner.Flush(ctx); err != nil {
 		return err

@@ -100,7 +100,7 @@ func TestInflightBytesBoundReading(t *testing.T) {
 	size := int64(len(docs[0].Text))
 	rg := newRig(t, t.TempDir(), docs, Options{InflightBytes: 3 * size, Queue: 64})
 	g := &gateGN{open: make(chan struct{})}
-	rg.r.parts.Embedder = g
+	rg.r.parts.Embedder = gnOf{g}
 	var reads atomic.Int64
 	errc := make(chan error, 1)
 	go func() { errc <- rg.r.Run(context.Background()) }()

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reignpipe/reignpipe/pipelines/engine"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -85,7 +86,7 @@ func TestSharedWindowsEmbeddedOnce(t *testing.T) {
 	docs := sharedCorpus()
 	rg := newRig(t, t.TempDir(), docs, Options{CommitEvery: 100})
 	g := &recordGN{open: make(chan struct{}), seen: map[string]int{}}
-	rg.r.parts.Embedder = g
+	rg.r.parts.Embedder = gnOf{g}
 	total, distinct := distinctWindows(rg, docs)
 	if total-distinct < 10 {
 		t.Fatalf("corpus shares only %d windows", total-distinct)
@@ -128,7 +129,7 @@ func TestSharedWindowsEmbeddedOnce(t *testing.T) {
 			t.Fatalf("us:3 vector differs from us:1 at %d: %g vs %g", i, vec["us:3"][i], x)
 		}
 	}
-	if n := rg.r.flights.open(); n != 0 {
+	if n := rg.r.Windows().Open(); n != 0 {
 		t.Fatalf("%d flights left open after the run", n)
 	}
 }
@@ -139,7 +140,7 @@ func TestSharedWindowFailureReachesEveryWaiter(t *testing.T) {
 	docs := sharedCorpus()[:2] // the parent and its continuation
 	rg := newRig(t, t.TempDir(), docs, Options{CommitEvery: 100})
 	g := &recordGN{open: make(chan struct{}), seen: map[string]int{}, failOn: wordTokenizer{}.AppendEncode(nil, "p3")[0]}
-	rg.r.parts.Embedder = g
+	rg.r.parts.Embedder = gnOf{g}
 	total, _ := distinctWindows(rg, docs)
 	errc := make(chan error, 1)
 	go func() { errc <- rg.r.Run(context.Background()) }()
@@ -158,7 +159,7 @@ func TestSharedWindowFailureReachesEveryWaiter(t *testing.T) {
 			t.Errorf("dead letter %s: stage %q, %q", d.DocID, d.Stage, d.Err)
 		}
 	}
-	if n := rg.r.flights.open(); n != 0 {
+	if n := rg.r.Windows().Open(); n != 0 {
 		t.Fatalf("%d flights left open after the run", n)
 	}
 }
@@ -169,7 +170,7 @@ func TestSharedWindowAbandonedWithItsLeader(t *testing.T) {
 	docs := sharedCorpus()[:2]
 	rg := newRig(t, t.TempDir(), docs, Options{CommitEvery: 100, DrainTimeout: 50 * time.Millisecond})
 	g := &abortGN{held: map[*heldWindow]bool{}}
-	rg.r.parts.Embedder = g
+	rg.r.parts.Embedder = gnOf{g}
 	total, _ := distinctWindows(rg, docs)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -183,7 +184,7 @@ func TestSharedWindowAbandonedWithItsLeader(t *testing.T) {
 	if c.Abandoned.Load() != 2 || len(rg.dl.d) != 0 || len(rg.sink.durable) != 0 {
 		t.Fatalf("abandoned %d, dead letters %d, vectors %d; want 2, 0, 0", c.Abandoned.Load(), len(rg.dl.d), len(rg.sink.durable))
 	}
-	if n := rg.r.flights.open(); n != 0 {
+	if n := rg.r.Windows().Open(); n != 0 {
 		t.Fatalf("%d flights left open after the run", n)
 	}
 }
@@ -215,7 +216,7 @@ func (g *abortGN) Abort(err error) {
 
 // waitLookedUp waits (up to 10 s) until n windows missed the cache and were submitted to the GN
 // or joined a flight: with the GN held shut, every copy has then missed together.
-func waitLookedUp(c *Counters, n int64) {
+func waitLookedUp(c *engine.Counters, n int64) {
 	for deadline := time.Now().Add(10 * time.Second); c.GNWindows.Load()+c.GNShared.Load() < n && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/pipelines/engine"
 )
 
 // skippingSource ends without handing out an input, having skipped some.
@@ -61,7 +62,7 @@ func TestSummaryCarriesTextRepairs(t *testing.T) {
 	if err := rg.r.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	var s Summary
+	var s engine.Summary
 	rg.r.Summarize(&s, connectors.SourceStats{Text: map[string]int64{"repaired_utf8": 3}})
 	if !strings.Contains(string(s.JSON()), `"repaired_utf8": 3`) {
 		t.Fatalf("summary %s", s.JSON())
@@ -78,7 +79,7 @@ func TestSummaryCarriesMemory(t *testing.T) {
 	if err := rg.r.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	var s Summary
+	var s engine.Summary
 	rg.r.Summarize(&s, connectors.SourceStats{})
 	if s.PeakRSSMiB == -1 {
 		t.Skip("no /proc/self/status on this platform")

@@ -1,15 +1,19 @@
-// Package embedded runs a pipeline in one process: source → tokenize + chunk → chunk cache /
-// GN → aggregate → sinks, joined by bounded channels so a slow stage pushes back on the source.
+// Package runner runs a pipeline's documents through the engine in one process: source →
+// tokenize + chunk → the embed step (cache, GN) → the ledger (manifests, chunk records,
+// vectors, acks), joined by bounded channels so a slow stage pushes back on the source. The
+// embedded run is a runner over the configured source; a distributed embed or process worker
+// is a runner over a Kafka source, whose cache is a replica of the cluster's store.
 //
 // Goroutines and their owner (Run): one reader, TokenizeWorkers tokenizers, one embedder that
-// looks windows up in the cache and submits misses to the GN batcher, and one writer. The writer
-// owns every durable effect: it adds new chunk rows and doc manifests to the cache, writes
-// vectors to the sinks, and commits (cache flush, then sink flush, then acks and the source
-// checkpoint), so an input is acknowledged only after everything derived from it is durable.
+// hands documents to the embed step (engine.Windows), and one writer, which owns the ledger
+// (engine.Ledger): every durable effect and every ack goes through it, so an input is
+// acknowledged only after everything derived from it is durable.
 //
 // Stopping: cancelling the context passed to Run is a soft stop (no new input is read, what is
-// in flight drains and is committed); after DrainTimeout the hard stop abandons in-flight
-// documents, which are not acked and are read again by the next run.
+// at the GN drains and is committed); after DrainTimeout the hard stop abandons in-flight
+// documents, which are not acked and are read again by the next run. A document whose input
+// stops being this runner's (its Kafka partition moved) is dropped, unacked, with what it still
+// had queued for the GN.
 package runner
 
 import (
@@ -27,33 +31,14 @@ import (
 
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/internal/commitpolicy"
+	"github.com/reignpipe/reignpipe/pipelines/engine"
 	"github.com/reignpipe/reignpipe/schemas"
-	"github.com/reignpipe/reignpipe/stages/aggregate"
 	"github.com/reignpipe/reignpipe/stages/chunk"
-	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
 
 // Tokenizer is the part of the GN tokenizer the runner needs (content ids only; [CLS]/[SEP]
 // are added by the chunker).
 type Tokenizer = chunk.Tokenizer
-
-// WindowEmbedder runs GN forward passes. Submit blocks while the embedder's queue is full
-// (back-pressure) or until ctx is done; done is called exactly once, from any goroutine, after
-// out holds the L2-normalised chunk embedding or with the error.
-type WindowEmbedder interface {
-	Submit(ctx context.Context, window []int32, out []float32, done func(error)) error
-	// Abort is the hard stop: windows still queued fail with err (their done is called) and
-	// Abort returns once no forward pass is running. Submit fails afterwards.
-	Abort(err error)
-}
-
-// ChunkCache is the persistent chunk-embedding cache (stages/shardcache).
-type ChunkCache interface {
-	Get(key uint64, dst []float32) (bool, error)
-	Add(r shardcache.Row) (added bool, err error)
-	PutManifest(m shardcache.Manifest) error
-	Flush() error
-}
 
 // Parts are the connected pieces of one pipeline.
 type Parts struct {
@@ -65,27 +50,17 @@ type Parts struct {
 	Anchored    bool
 	Fingerprint string // GN fingerprint (window keys, manifests)
 	Dim         int    // GN dimension
-	Embedder    WindowEmbedder
-	Cache       ChunkCache
-	Aggregator  aggregate.Aggregator
-	// GNMeanPool, when set, is written beside each vector (DocVector.GNVector): the chunked
-	// mean-pool GN vector that comes free from the same chunks when Aggregator is REIGN.
-	GNMeanPool aggregate.Aggregator
-	Sinks      []connectors.Sink
+	Embedder    engine.GN
+	Cache       engine.Cache
+	// Aggregation makes the vectors of Sinks (named by SinkNames in messages and the summary).
+	Aggregation engine.Aggregation
+	Sinks       []connectors.Sink
+	SinkNames   []string
 	// ChunkSinks receive each document's chunk embeddings (the embed stage of distributed mode
-	// publishes them for a separate aggregate stage). With ChunkSinks, Aggregator and Sinks may
-	// be left empty: the runner then embeds and publishes chunks only.
-	ChunkSinks []ChunkSink
+	// publishes them for a separate aggregate stage). With ChunkSinks, Sinks may be left empty:
+	// the runner then embeds and publishes chunks only.
+	ChunkSinks []connectors.ChunkSink
 	DeadLetter connectors.DeadLetterSink
-}
-
-// ChunkSink makes documents' chunk embeddings durable, like connectors.Sink does for vectors.
-type ChunkSink interface {
-	// WriteChunks hands over one document; it may buffer. The ChunkDoc's slices are not
-	// retained past the call's return unless copied. Called from one goroutine at a time.
-	WriteChunks(ctx context.Context, c schemas.ChunkDoc) error
-	// Flush blocks until everything written so far is durable; only then are inputs acked.
-	Flush(ctx context.Context) error
 }
 
 // Options tune the runner.
@@ -109,6 +84,8 @@ type Options struct {
 	// OnCommit persists the new watermark (inputs fully done, counted from the start) after each
 	// commit. An error ends the run.
 	OnCommit func(watermark int64) error
+	// TrackIDs bounds the doc ids remembered to count duplicates (engine.Options.TrackIDs).
+	TrackIDs int
 	Logger   *slog.Logger
 }
 
@@ -128,102 +105,92 @@ func (o *Options) defaults() {
 	}
 }
 
-// Counters are live run figures; read them with Snapshot.
-type Counters struct {
-	InputsRead    atomic.Int64 // documents and bad inputs read in this run (resumed ones included)
-	Resumed       atomic.Int64 // inputs skipped because a previous run committed them
-	DocsWritten   atomic.Int64 // committed: durable in every sink and acked
-	DocsFailed    atomic.Int64 // dead-lettered
-	Windows       atomic.Int64 // windows cut (and looked up in the cache)
-	WindowsDone   atomic.Int64 // windows with their embedding: from the cache, the GN or a shared pass
-	GNDone        atomic.Int64 // windows the GN has embedded
-	Tokens        atomic.Int64
-	CacheHits     atomic.Int64
-	CacheCorrupt  atomic.Int64 // cached windows found damaged and embedded again
-	GNWindows     atomic.Int64 // windows sent to the GN
-	GNShared      atomic.Int64 // windows that missed the cache and took an identical in-flight window's vector
-	Commits       atomic.Int64
-	Watermark     atomic.Int64
-	InFlight      atomic.Int64
-	Abandoned     atomic.Int64 // in flight at a hard stop; re-read next run
-	ChunkRowsNew  atomic.Int64
-	ManifestsPut  atomic.Int64
-	DeadLetters   atomic.Int64
-	ProcessedDocs atomic.Int64 // documents that reached the writer
-}
-
 // item is one input on its way through the stages.
 type item struct {
-	seq     int64
-	doc     schemas.Document
-	bad     *connectors.BadInputError
-	ack     connectors.AckFunc
-	hash    uint64
-	size    int64 // text bytes held against Options.InflightBytes until the writer is done
+	in    engine.Input
+	doc   schemas.Document
+	bad   *connectors.BadInputError
+	lease context.Context
+	size  int64 // text bytes held against Options.InflightBytes until the writer is done
+	hash  uint64
+	// nTokens are the document's content tokens; job its windows through the embed step.
 	nTokens int
-	windows [][]int32
-	keys    []uint64
-	emb     [][]float32
-	miss    []bool
-	leads   []uint64 // keys whose GN flight this item leads (flights.release)
-	pending atomic.Int32
-	errMu   sync.Mutex
-	err     error
-	// refused is a sink's refusal of the document's vector (dead-lettered, acked at the commit).
-	refused error
-	stage   string
-}
-
-func (it *item) fail(stage string, err error) {
-	it.errMu.Lock()
-	if it.err == nil {
-		it.err, it.stage = err, stage
-	}
-	it.errMu.Unlock()
+	job     engine.Job
+	// err fails the document before the embed step (its size, a soft stop), with the stage.
+	err   error
+	stage string
 }
 
 // Runner executes one pipeline once.
 type Runner struct {
-	parts   Parts
-	opt     Options
-	budget  *byteBudget
-	flights *flights
-	C       Counters
+	parts  Parts
+	opt    Options
+	budget *byteBudget
+	order  *idOrder
+	win    *engine.Windows
+	C      engine.Counters
 }
 
-// New checks the parts and returns a runner.
+// New checks the parts and returns a runner. From Run on, the runner owns the sinks and chunk
+// sinks: Run closes them, and its error says when a close failed.
 func New(p Parts, opt Options) (*Runner, error) {
 	opt.defaults()
 	switch {
 	case p.Source == nil:
-		return nil, errors.New("embedded: no source")
+		return nil, errors.New("runner: no source")
 	case p.Tokenizer == nil:
-		return nil, errors.New("embedded: no tokenizer")
+		return nil, errors.New("runner: no tokenizer")
 	case p.Embedder == nil:
-		return nil, errors.New("embedded: no GN embedder")
+		return nil, errors.New("runner: no GN embedder")
 	case p.Cache == nil:
-		return nil, errors.New("embedded: no chunk cache")
-	case p.Aggregator == nil && len(p.ChunkSinks) == 0:
-		return nil, errors.New("embedded: no aggregator")
-	case p.Aggregator != nil && len(p.Sinks) == 0:
-		return nil, errors.New("embedded: no sink")
-	case p.Aggregator == nil && len(p.Sinks) > 0:
-		return nil, errors.New("embedded: vector sinks need an aggregator")
+		return nil, errors.New("runner: no chunk cache")
+	case p.Aggregation.Aggregator == nil && len(p.ChunkSinks) == 0:
+		return nil, errors.New("runner: no aggregator")
+	case p.Aggregation.Aggregator != nil && len(p.Sinks) == 0:
+		return nil, errors.New("runner: no sink")
+	case p.Aggregation.Aggregator == nil && len(p.Sinks) > 0:
+		return nil, errors.New("runner: vector sinks need an aggregator")
 	case p.DeadLetter == nil:
-		return nil, errors.New("embedded: no dead-letter output")
+		return nil, errors.New("runner: no dead-letter output")
 	case p.Dim <= 0 || p.Fingerprint == "":
-		return nil, errors.New("embedded: GN dimension and fingerprint are required")
+		return nil, errors.New("runner: GN dimension and fingerprint are required")
 	}
 	if err := p.Chunking.Validate(); err != nil {
 		return nil, err
 	}
-	return &Runner{parts: p, opt: opt, budget: newByteBudget(opt.InflightBytes), flights: newFlights()}, nil
+	return &Runner{parts: p, opt: opt, budget: newByteBudget(opt.InflightBytes), order: newIDOrder()}, nil
+}
+
+// Space is the chunk-embedding space of the runner's windows.
+func (r *Runner) Space() schemas.Space {
+	return schemas.Space{Fingerprint: r.parts.Fingerprint, Dim: r.parts.Dim, K: r.parts.Chunking.K, S: r.parts.Chunking.S}
 }
 
 // Run processes the source to its end (or until ctx is cancelled: soft stop) and returns after
-// the last commit. The error is the first fatal one (a sink or the cache failing); bad inputs
-// are not errors, they are dead-lettered and counted.
-func (r *Runner) Run(ctx context.Context) error {
+// the last commit, with the sinks closed. The error is the first fatal one (a sink or the
+// cache failing, a sink failing to close); bad inputs are not errors, they are dead-lettered
+// and counted.
+func (r *Runner) Run(ctx context.Context) (err error) {
+	p := r.parts
+	win, err := engine.NewWindows(engine.WindowsOptions{Cache: p.Cache, GN: p.Embedder, Dim: p.Dim, Counters: &r.C, Logger: r.opt.Logger})
+	if err != nil {
+		return err
+	}
+	r.win = win
+	var sourceCommit func(context.Context) error
+	if f, ok := p.Source.(connectors.AckFlusher); ok {
+		sourceCommit = f.FlushAcks
+	}
+	led, err := engine.New(engine.Outputs{
+		Cache: p.Cache, Space: r.Space(), Chunks: p.ChunkSinks, Vectors: p.Sinks, Names: p.SinkNames, Aggregation: p.Aggregation,
+	}, engine.Options{
+		CommitEvery: r.opt.CommitEvery, CommitInterval: r.opt.CommitInterval, Resume: r.opt.Resume,
+		SourceCommit: sourceCommit, OnCommit: r.opt.OnCommit, DeadLetter: p.DeadLetter, TrackIDs: r.opt.TrackIDs, Logger: r.opt.Logger,
+	}, &r.C)
+	if err != nil {
+		return err
+	}
+
 	// hardCtx ends in-flight work; it is cancelled DrainTimeout after ctx, or on a fatal error.
 	hardCtx, hardCancel := context.WithCancelCause(context.Background())
 	defer hardCancel(nil)
@@ -233,12 +200,12 @@ func (r *Runner) Run(ctx context.Context) error {
 		softAt.Store(time.Now().UnixNano())
 		r.opt.Logger.Info("soft stop: no new input is read; in-flight documents drain", "drain_timeout", r.opt.DrainTimeout)
 		close(softLogged)
-		t := time.AfterFunc(r.opt.DrainTimeout, func() { hardCancel(errHardStop) })
+		t := time.AfterFunc(r.opt.DrainTimeout, func() { hardCancel(engine.ErrStopped) })
 		context.AfterFunc(hardCtx, func() { t.Stop() })
 	})
 	defer stopWatch()
 	// On the hard stop nothing queued for the GN runs any more: those documents are abandoned.
-	stopAbort := context.AfterFunc(hardCtx, func() { r.parts.Embedder.Abort(context.Cause(hardCtx)) })
+	stopAbort := context.AfterFunc(hardCtx, func() { p.Embedder.Abort(context.Cause(hardCtx)) })
 	defer stopAbort()
 
 	toTok := make(chan *item, r.opt.Queue)
@@ -272,7 +239,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		go func() {
 			defer tokWG.Done()
 			for it := range toTok {
-				if it.bad == nil && it.err == nil && ctx.Err() == nil {
+				if it.bad == nil && it.err == nil && ctx.Err() == nil && !leaseEnded(it) {
 					r.tokenize(it)
 				}
 				toEmb <- it
@@ -290,16 +257,16 @@ func (r *Runner) Run(ctx context.Context) error {
 		deliver := func(it *item) { done <- it; inflight.Done() }
 		for it := range toEmb {
 			inflight.Add(1)
-			if it.bad == nil && ctx.Err() != nil {
+			if it.bad == nil && it.err == nil && ctx.Err() != nil {
 				// Soft stop: only documents already at the GN finish; the rest are abandoned
 				// unacked, so the drain takes one batcher queue, not every queued document.
-				it.fail("stop", ctx.Err())
+				it.err, it.stage = ctx.Err(), "stop"
 			}
-			if it.bad != nil || it.err != nil {
+			if it.bad != nil || it.err != nil || leaseEnded(it) {
 				deliver(it)
 				continue
 			}
-			r.embed(hardCtx, it, deliver)
+			win.Embed(hardCtx, &it.job, func(*engine.Job) { deliver(it) })
 		}
 		inflight.Wait()
 		close(done)
@@ -307,25 +274,89 @@ func (r *Runner) Run(ctx context.Context) error {
 
 	// The writer outlives the hard stop: documents that did finish must still reach the sinks
 	// and be committed, so its context is not the one the hard stop cancels.
-	if err := r.write(context.WithoutCancel(hardCtx), done); err != nil {
-		fail(err)
-		for it := range done { // let the other stages finish; nothing more is committed
-			r.flights.release(it)
-			r.C.InFlight.Add(-1)
-			r.C.Abandoned.Add(1)
+	wctx := context.WithoutCancel(hardCtx)
+	werr := led.Drive(wctx, func(wait context.Context) error {
+		select {
+		case it, ok := <-done:
+			if !ok {
+				return io.EOF
+			}
+			return r.order.handle(it, func(it *item) error { return r.handle(wctx, led, it) })
+		case <-wait.Done():
+			return wait.Err()
 		}
+	})
+	if werr != nil {
+		fail(werr)
+		for it := range done { // let the other stages finish; nothing more is committed
+			r.C.Processed.Add(1)
+			r.C.InFlight.Add(-1)
+			led.Abandon(it.in)
+		}
+		r.order.abandonParked(led, &r.C)
 	}
 	wg.Wait()
+	// How the run stopped, and what it left, is said once every stage is done.
 	if ctx.Err() != nil {
 		// The stages saw the stop before the watcher's goroutine may have run: wait for its
 		// message, so that the log reads in the order things happened.
 		<-softLogged
 	}
 	r.logStop(context.Cause(hardCtx), fatal, softAt.Load())
+	if cerr := led.Close(wctx, fatal != nil); cerr != nil {
+		if fatal == nil {
+			return cerr
+		}
+		r.opt.Logger.Error("closing the outputs after the failure", "err", cerr)
+	}
 	if fatal != nil {
 		return fatal
 	}
 	return sourceErr
+}
+
+func leaseEnded(it *item) bool { return it.lease != nil && it.lease.Err() != nil }
+
+// handle turns one item that left the embed step into the ledger's record of it.
+func (r *Runner) handle(ctx context.Context, led *engine.Ledger, it *item) error {
+	r.C.Processed.Add(1)
+	r.C.InFlight.Add(-1)
+	defer func() {
+		// Its rows are in the cache now, or it failed: the text and window buffers go.
+		r.budget.release(it.size)
+		it.doc.Text, it.job = "", engine.Job{}
+	}()
+	switch {
+	case it.bad != nil:
+		return led.FailBad(ctx, it.in, it.bad)
+	case leaseEnded(it):
+		led.Revoke(it.in)
+		return nil
+	case it.err != nil && it.stage == "stop":
+		led.Abandon(it.in)
+		return nil
+	case it.err != nil:
+		return led.Fail(ctx, it.in, it.stage, it.err)
+	}
+	if err, stage, fatal, revoked := it.job.Err(); err != nil {
+		switch {
+		case fatal:
+			return err
+		case revoked:
+			led.Revoke(it.in)
+			return nil
+		case stage == "stop" || errors.Is(err, engine.ErrStopped) || isCancel(err):
+			// Not the document's fault: a hard stop. Not acked, read again next run.
+			led.Abandon(it.in)
+			return nil
+		}
+		return led.Fail(ctx, it.in, stage, err)
+	}
+	return led.Deliver(ctx, it.in, engine.DocOf(it.doc, it.hash, it.nTokens), it.job.Keys, it.job.Emb)
+}
+
+func isCancel(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // logStop says how the run ended when it left documents unacknowledged, and what cut it short:
@@ -340,7 +371,7 @@ func (r *Runner) logStop(hardCause, fatal error, softAt int64) {
 	}
 	const rereads = "they are not acknowledged, and the next run reads them again"
 	switch {
-	case errors.Is(hardCause, errHardStop):
+	case errors.Is(hardCause, engine.ErrStopped):
 		r.opt.Logger.Warn("hard stop: run.drain_timeout passed before the in-flight documents were done; "+rereads,
 			"abandoned", n, "drain_timeout", r.opt.DrainTimeout, "after", after)
 	case fatal != nil:
@@ -353,12 +384,18 @@ func (r *Runner) logStop(hardCause, fatal error, softAt int64) {
 	case n > 0:
 		r.opt.Logger.Warn("documents left in flight; "+rereads, "abandoned", n)
 	}
+	if v := r.C.Revoked.Load(); v > 0 {
+		r.opt.Logger.Info("documents whose partition moved to another worker were dropped unacked; their new owner reads them", "revoked", v)
+	}
 }
 
 func (r *Runner) read(ctx context.Context, out chan<- *item) error {
 	var seq int64
+	leased, _ := r.parts.Source.(connectors.Leased)
 	for {
+		waitStart, idle := time.Now(), r.C.InFlight.Load() == 0
 		doc, ack, err := r.parts.Source.Read(ctx)
+		r.C.Waited(waitStart, idle)
 		var bad *connectors.BadInputError
 		switch {
 		case err == nil:
@@ -374,18 +411,21 @@ func (r *Runner) read(ctx context.Context, out chan<- *item) error {
 			return fmt.Errorf("source: %w", err)
 		}
 		r.C.InputsRead.Add(1)
-		s := seq
+		in := engine.Input{Seq: seq, Ack: ack, DocID: doc.ID, Source: doc.Source, Position: doc.Position}
 		seq++
-		if s < r.opt.Resume {
+		if in.Seq < r.opt.Resume {
 			r.C.Resumed.Add(1)
 			if ack != nil {
 				_ = ack(ctx, nil)
 			}
 			continue
 		}
-		it := &item{seq: s, doc: doc, bad: bad, ack: ack}
+		it := &item{in: in, doc: doc, bad: bad}
+		if leased != nil {
+			it.lease = leased.Lease()
+		}
 		if n := int64(len(doc.Text)); bad == nil && r.opt.MaxDocBytes > 0 && n > r.opt.MaxDocBytes {
-			it.fail("size", fmt.Errorf("document text is %d bytes, over source.max_doc_bytes (%d); raise the bound to embed it", n, r.opt.MaxDocBytes))
+			it.err, it.stage = fmt.Errorf("document text is %d bytes, over source.max_doc_bytes (%d); raise the bound to embed it", n, r.opt.MaxDocBytes), "size"
 			it.doc.Text = ""
 		}
 		it.size = int64(len(it.doc.Text))
@@ -394,10 +434,14 @@ func (r *Runner) read(ctx context.Context, out chan<- *item) error {
 			return nil
 		}
 		r.C.InFlight.Add(1)
+		if bad == nil {
+			r.order.enter(it)
+		}
 		select {
 		case out <- it:
 		case <-ctx.Done():
 			// Read but never started: not acked, so the next run reads it again.
+			r.order.leave(it)
 			r.C.InFlight.Add(-1)
 			r.C.Abandoned.Add(1)
 			r.budget.release(it.size)
@@ -432,94 +476,27 @@ func (r *Runner) nothingRead() error {
 func (r *Runner) tokenize(it *item) {
 	p := r.parts
 	it.hash = it.doc.ContentHash()
-	it.windows, it.nTokens = p.Chunking.Cut(p.Tokenizer, it.doc.Text, p.Anchored)
-	it.keys = make([]uint64, len(it.windows))
-	for i, w := range it.windows {
-		it.keys[i] = chunk.Key(p.Fingerprint, p.Chunking, w)
+	windows, nTokens := p.Chunking.Cut(p.Tokenizer, it.doc.Text, p.Anchored)
+	keys := make([]uint64, len(windows))
+	for i, w := range windows {
+		keys[i] = chunk.Key(p.Fingerprint, p.Chunking, w)
 	}
-	r.C.Tokens.Add(int64(it.nTokens))
+	it.nTokens = nTokens
+	it.job = engine.Job{DocID: it.doc.ID, Windows: windows, Keys: keys, Lease: it.lease}
+	r.C.Tokens.Add(int64(nTokens))
 }
 
-// embed fills it.emb from the cache and submits the misses; deliver is called once, when every
-// window has its embedding or failed.
-func (r *Runner) embed(ctx context.Context, it *item, deliver func(*item)) {
-	n, dim := len(it.windows), r.parts.Dim
-	buf := make([]float32, n*dim)
-	it.emb = make([][]float32, n)
-	it.miss = make([]bool, n)
-	r.C.Windows.Add(int64(n))
-	it.pending.Store(1) // held until every miss is submitted
-	finish := func() {
-		if it.pending.Add(-1) == 0 {
-			deliver(it)
-		}
-	}
-	for i := range it.windows {
-		it.emb[i] = buf[i*dim : (i+1)*dim : (i+1)*dim]
-		hit, err := r.parts.Cache.Get(it.keys[i], it.emb[i])
-		if errors.Is(err, shardcache.ErrCorrupt) {
-			// A damaged stored row is not the document's fault: embed the window again, and
-			// the writer's Add replaces the row, so the cache heals as it is used.
-			r.C.CacheCorrupt.Add(1)
-			r.opt.Logger.Warn("cached window is damaged; embedding it again", "doc", it.doc.ID, "window", i, "err", err)
-			hit, err = false, nil
-		}
-		if err != nil {
-			it.fail("cache", fmt.Errorf("cache lookup of window %d: %w", i, err))
-			break
-		}
-		if hit {
-			r.C.CacheHits.Add(1)
-			r.C.WindowsDone.Add(1)
-			continue
-		}
-		// A miss is stored by the writer whether it led the flight or waited on it: if the
-		// leading document fails for its own reasons, the waiter's row is the one kept.
-		it.miss[i] = true
-		it.pending.Add(1)
-		idx, key := i, it.keys[i]
-		lead := r.flights.join(key, it, it.emb[i], func(err error) {
-			if err != nil {
-				r.failGN(ctx, it, fmt.Errorf("GN on window %d (an identical window in flight): %w", idx, err))
-			} else {
-				r.C.WindowsDone.Add(1)
-			}
-			finish()
-		})
-		if !lead {
-			r.C.GNShared.Add(1)
-			continue
-		}
-		it.leads = append(it.leads, key)
-		r.C.GNWindows.Add(1)
-		err = r.parts.Embedder.Submit(ctx, it.windows[i], it.emb[i], func(err error) {
-			if err == nil {
-				r.C.GNDone.Add(1)
-				r.C.WindowsDone.Add(1)
-			}
-			r.flights.land(key, err)
-			if err != nil {
-				r.failGN(ctx, it, fmt.Errorf("GN on window %d: %w", idx, err))
-			}
-			finish()
-		})
-		if err != nil {
-			r.flights.land(key, fmt.Errorf("submitting window %d of %s: %w", i, it.doc.ID, err))
-			r.failGN(ctx, it, fmt.Errorf("submitting window %d: %w", i, err))
-			it.pending.Add(-1)
-			break
-		}
-	}
-	finish()
-}
+// Windows is the runner's embed step, once Run has started it (for tests: its open flights).
+func (r *Runner) Windows() *engine.Windows { return r.win }
 
-// failGN records a GN failure. After the hard stop (ctx done) the GN fails whatever it still
-// holds, in whatever words its implementation uses ("batcher closed"); that is the stop, not
-// the document, so the document is abandoned (read again next run), never dead-lettered.
-func (r *Runner) failGN(ctx context.Context, it *item, err error) {
-	if ctx.Err() != nil {
-		it.fail("stop", fmt.Errorf("%w (%v)", context.Cause(ctx), err))
-		return
+// Summarize fills s from the finished run's counters, the source's stats and the sinks that
+// can say what became of their vectors; the space is the aggregation's, or the chunk space of
+// a runner that publishes chunk records only.
+func (r *Runner) Summarize(s *engine.Summary, src connectors.SourceStats) {
+	engine.Summarize(s, &r.C, src, r.parts.Sinks)
+	if a := r.parts.Aggregation.Aggregator; a != nil {
+		s.Space = a.Space()
+	} else {
+		s.Space = "chunks:" + r.parts.Fingerprint
 	}
-	it.fail("gn", err)
 }

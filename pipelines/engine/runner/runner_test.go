@@ -17,9 +17,11 @@ import (
 	"time"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/pipelines/engine"
 	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/aggregate"
 	"github.com/reignpipe/reignpipe/stages/chunk"
+	"github.com/reignpipe/reignpipe/stages/gn"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
 
@@ -212,7 +214,7 @@ func newRig(t *testing.T, dir string, docs []schemas.Document, opt Options) *rig
 	}
 	opt.TokenizeWorkers = 3
 	rg.r, err = New(Parts{Source: rg.src, Tokenizer: wordTokenizer{}, Chunking: p, Fingerprint: "fake-gn", Dim: dim,
-		Embedder: rg.gn, Cache: cache, Aggregator: agg, Sinks: []connectors.Sink{rg.sink}, DeadLetter: rg.dl}, opt)
+		Embedder: gnOf{rg.gn}, Cache: cache, Aggregation: engine.Aggregation{Aggregator: agg}, Sinks: []connectors.Sink{rg.sink}, DeadLetter: rg.dl}, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,20 +383,6 @@ func TestSinkFailureIsFatal(t *testing.T) {
 	}
 }
 
-func TestWatermark(t *testing.T) {
-	w := &watermark{next: 5, done: map[int64]bool{}}
-	for _, s := range []int64{7, 6, 3, 9} {
-		w.mark(s)
-	}
-	if w.next != 5 {
-		t.Fatalf("next %d", w.next)
-	}
-	w.mark(5)
-	if w.next != 8 || len(w.done) != 1 {
-		t.Fatalf("next %d done %v", w.next, w.done)
-	}
-}
-
 // stuckGN accepts windows and never finishes them until Abort, like a GN far too slow for the
 // drain deadline.
 type stuckGN struct {
@@ -440,7 +428,7 @@ func TestHardStopAbandons(t *testing.T) {
 	rg := newRig(t, t.TempDir(), docs, Options{DrainTimeout: 50 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &stuckGN{first: cancel} // interrupted once a document is stuck at the GN
-	rg.r.parts.Embedder = g
+	rg.r.parts.Embedder = gnOf{g}
 	rg.r.opt.TokenizeWorkers = 1 // keep source order: the short document reaches the GN first
 	start := time.Now()
 	if err := rg.r.Run(ctx); err != nil {
@@ -544,7 +532,7 @@ func TestFatalErrorSummaryAddsUp(t *testing.T) {
 	if err := rg.r.Run(context.Background()); err == nil {
 		t.Fatal("Run succeeded with a sink that cannot flush")
 	}
-	var s Summary
+	var s engine.Summary
 	rg.r.Summarize(&s, rg.src.Stats())
 	if s.DocsWritten != 0 || s.InputsRead == 0 {
 		t.Fatalf("written %d of %d read, though no flush succeeded", s.DocsWritten, s.InputsRead)
@@ -568,7 +556,7 @@ func TestSoftStopSummaryAddsUp(t *testing.T) {
 			if err := rg.r.Run(ctx); err != nil {
 				t.Fatal(err)
 			}
-			var s Summary
+			var s engine.Summary
 			rg.r.Summarize(&s, rg.src.Stats())
 			if got := s.DocsWritten + s.DocsFailed + s.DocsResumed + s.Abandoned; got != s.InputsRead {
 				t.Fatalf("read %d, accounted %d (written %d abandoned %d)", s.InputsRead, got, s.DocsWritten, s.Abandoned)
@@ -639,7 +627,7 @@ func TestChunkRowsCountedOnce(t *testing.T) {
 	rg := newRig(t, t.TempDir(), docs, Options{CommitEvery: 100})
 	// Hold the GN until both copies were looked up, so both really miss.
 	g := &gateGN{open: make(chan struct{})}
-	rg.r.parts.Embedder = g
+	rg.r.parts.Embedder = gnOf{g}
 	errc := make(chan error, 1)
 	go func() { errc <- rg.r.Run(context.Background()) }()
 	c := &rg.r.C
@@ -658,3 +646,18 @@ func TestChunkRowsCountedOnce(t *testing.T) {
 		t.Fatalf("chunk_rows_written %d, the cache holds %d rows; want 4", got, want)
 	}
 }
+
+// legacyGN is a test GN that takes a window, its output and its done callback.
+type legacyGN interface {
+	Submit(ctx context.Context, w []int32, out []float32, done func(error)) error
+	Abort(error)
+}
+
+// gnOf makes a legacyGN the runner's engine.GN (it ignores Request.Ctx and Lookup, as a GN
+// that runs every window it is given would).
+type gnOf struct{ g legacyGN }
+
+func (a gnOf) Submit(ctx context.Context, r gn.Request) error {
+	return a.g.Submit(ctx, r.Tokens, r.Out, r.Done)
+}
+func (a gnOf) Abort(err error) { a.g.Abort(err) }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/pipelines/engine"
 	"github.com/reignpipe/reignpipe/stages/aggregate"
 	"github.com/reignpipe/reignpipe/stages/chunk"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
@@ -31,7 +32,7 @@ func TestSummaryCarriesSinkCounts(t *testing.T) {
 	agg, _ := aggregate.NewMeanPool(dim, "fake-gn")
 	plain, counting := &memSink{}, &countingSink{}
 	r, err := New(Parts{Source: &sliceSource{docs: corpus(7)}, Tokenizer: wordTokenizer{}, Chunking: p, Fingerprint: "fake-gn", Dim: dim,
-		Embedder: &fakeGN{}, Cache: cache, Aggregator: agg, Sinks: []connectors.Sink{plain, counting}, DeadLetter: &memDL{}},
+		Embedder: gnOf{&fakeGN{}}, Cache: cache, Aggregation: engine.Aggregation{Aggregator: agg}, Sinks: []connectors.Sink{plain, counting}, DeadLetter: &memDL{}},
 		Options{CommitEvery: 3, TokenizeWorkers: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +40,7 @@ func TestSummaryCarriesSinkCounts(t *testing.T) {
 	if err := r.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s := Summary{Outputs: []string{"out/v", "pgvector:127.0.0.1:5432/db table reignpipe"}}
+	s := engine.Summary{Outputs: []string{"out/v", "pgvector:127.0.0.1:5432/db table reignpipe"}}
 	r.Summarize(&s, connectors.SourceStats{})
 	if len(s.Sinks) != 1 || s.Sinks["pgvector:127.0.0.1:5432/db table reignpipe"]["inserted"] != 7 {
 		t.Fatalf("sinks %v, want the counting sink's 7 inserted only", s.Sinks)

@@ -61,12 +61,12 @@ func TestStopIsLoggedAsWhatHappened(t *testing.T) {
 		want  string
 	}{
 		{"soft stop", 30 * time.Second, func(rg *rig, cancel func()) {
-			rg.r.parts.Embedder = &slowGN{delay: 150 * time.Millisecond}
+			rg.r.parts.Embedder = gnOf{&slowGN{delay: 150 * time.Millisecond}}
 			rg.src.delay = 5 * time.Millisecond         // some documents are at the GN when the stop comes
 			rg.src.cancelAt, rg.src.cancel = 20, cancel // the input read as the stop comes is left
 		}, "soft stop: drained; the documents that had not reached the GN are left for the next run"},
 		{"drain deadline", 50 * time.Millisecond, func(rg *rig, cancel func()) {
-			rg.r.parts.Embedder = &stuckGN{first: cancel} // stopped once a document is stuck at the GN
+			rg.r.parts.Embedder = gnOf{&stuckGN{first: cancel}} // stopped once a document is stuck at the GN
 		}, "hard stop: run.drain_timeout passed before the in-flight documents were done"},
 	}
 	for _, c := range cases {

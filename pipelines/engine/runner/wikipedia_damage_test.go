@@ -17,6 +17,7 @@ import (
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/connectors/deadletter"
 	"github.com/reignpipe/reignpipe/connectors/wikipedia"
+	"github.com/reignpipe/reignpipe/pipelines/engine"
 	"github.com/reignpipe/reignpipe/stages/aggregate"
 	"github.com/reignpipe/reignpipe/stages/chunk"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
@@ -128,7 +129,7 @@ func TestDamagedWikipediaStreamRunCompletes(t *testing.T) {
 		sink := &memSink{}
 		var wm int64
 		r, err := New(Parts{Source: src, Tokenizer: wordTokenizer{}, Chunking: p, Fingerprint: "fake-gn", Dim: dim,
-			Embedder: &fakeGN{}, Cache: cache, Aggregator: agg, Sinks: []connectors.Sink{sink}, DeadLetter: dl},
+			Embedder: gnOf{&fakeGN{}}, Cache: cache, Aggregation: engine.Aggregation{Aggregator: agg}, Sinks: []connectors.Sink{sink}, DeadLetter: dl},
 			Options{CommitEvery: 2, TokenizeWorkers: 2, Resume: resume, OnCommit: func(w int64) error { wm = w; return nil }})
 		if err != nil {
 			t.Fatal(err)

@@ -9,14 +9,14 @@ import (
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/connectors/memsource"
 	"github.com/reignpipe/reignpipe/pipelines"
-	"github.com/reignpipe/reignpipe/pipelines/engine/runner"
+	"github.com/reignpipe/reignpipe/pipelines/engine"
 	"github.com/reignpipe/reignpipe/pipelines/quality/beir"
 )
 
 // Encoder runs the pipeline cfg over src in this process (the embedded runner, from scratch,
 // reading src instead of the configured source). The command line supplies it, so this
 // package scores what `reignpipe run` computes without owning the runner's wiring.
-type Encoder func(ctx context.Context, cfg *pipelines.Config, src connectors.Source) (runner.Summary, error)
+type Encoder func(ctx context.Context, cfg *pipelines.Config, src connectors.Source) (engine.Summary, error)
 
 // EncodeCounts are the window counts of EncodeSides, both sides together.
 type EncodeCounts struct {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/pipelines"
-	"github.com/reignpipe/reignpipe/pipelines/engine/runner"
+	"github.com/reignpipe/reignpipe/pipelines/engine"
 	"github.com/reignpipe/reignpipe/pipelines/quality/beir"
 )
 
@@ -19,9 +19,9 @@ func TestEncodeSides(t *testing.T) {
 	cfg := &pipelines.Config{Name: "p", Aggregate: pipelines.AggregateConfig{Type: "reign", Checkpoint: "ck"}}
 	out := t.TempDir()
 	var runs []string
-	enc := func(_ context.Context, c *pipelines.Config, src connectors.Source) (runner.Summary, error) {
+	enc := func(_ context.Context, c *pipelines.Config, src connectors.Source) (engine.Summary, error) {
 		runs = append(runs, c.Name+" "+c.Source.Name+" "+c.Aggregate.Type+" "+c.Sinks[0].Dir)
-		return runner.Summary{Windows: 3, GNWindows: 2, CacheHits: 1}, nil
+		return engine.Summary{Windows: 3, GNWindows: 2, CacheHits: 1}, nil
 	}
 	n, err := EncodeSides(context.Background(), enc, cfg, ds, out)
 	if err != nil {
@@ -34,8 +34,8 @@ func TestEncodeSides(t *testing.T) {
 	if cfg.Aggregate.Type != "reign" || cfg.Name != "p" {
 		t.Fatalf("the caller's config changed: %+v", cfg)
 	}
-	failing := func(context.Context, *pipelines.Config, connectors.Source) (runner.Summary, error) {
-		return runner.Summary{DocsFailed: 1}, nil
+	failing := func(context.Context, *pipelines.Config, connectors.Source) (engine.Summary, error) {
+		return engine.Summary{DocsFailed: 1}, nil
 	}
 	if _, err := EncodeSides(context.Background(), failing, cfg, ds, out); err == nil || !strings.Contains(err.Error(), "1 documents failed") {
 		t.Fatalf("failed document: %v", err)

@@ -364,10 +364,11 @@ func (a *API) metrics() ([]promtext.Metric, map[string]float64) {
 		c("reignpipe_serve_timeouts_total", "requests past serve --timeout", a.m.timeouts.Load()),
 		{Name: "reignpipe_serve_request_seconds_total", Kind: "counter", Help: "time spent in requests", Value: float64(a.m.nanos.Load()) / 1e9},
 		{Name: "reignpipe_serve_inflight", Kind: "gauge", Help: "requests running now", Value: float64(a.m.inflight.Load())},
-		c("reignpipe_query_documents_total", "query documents embedded", st.Queries.Load()),
-		c("reignpipe_query_windows_total", "windows cut from query documents", st.Windows.Load()),
-		c("reignpipe_query_cache_hits_total", "query windows found in the chunk cache", st.CacheHits.Load()),
-		c("reignpipe_query_gn_windows_total", "query windows embedded by the GN", st.GNWindows.Load()),
+		c("reignpipe_query_documents_total", "query documents embedded", st.Queries),
+		c("reignpipe_query_windows_total", "windows cut from query documents", st.Windows),
+		c("reignpipe_query_cache_hits_total", "query windows found in the chunk cache", st.CacheHits),
+		c("reignpipe_query_gn_windows_total", "query windows embedded by the GN", st.GNWindows),
+		c("reignpipe_query_cache_corrupt_total", "damaged cached windows a query embedded again", st.CacheCorrupt),
 	}, nil
 }
 

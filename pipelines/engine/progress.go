@@ -1,4 +1,4 @@
-package runner
+package engine
 
 import (
 	"fmt"
@@ -17,8 +17,8 @@ import (
 
 // Progress reports a running pipeline: a redrawn bar on a terminal, plain log lines otherwise.
 type Progress struct {
-	r       *Runner
-	src     connectors.Source
+	c       *Counters
+	stats   func() connectors.SourceStats
 	mode    string // bar | log | off
 	out     io.Writer
 	every   time.Duration
@@ -72,15 +72,19 @@ func (w *rateWindow) eta(left float64) (time.Duration, bool) {
 	return time.Duration(left / moved * float64(el)), true
 }
 
-// StartProgress begins reporting; mode "auto" picks a bar when out is a terminal.
-func StartProgress(r *Runner, src connectors.Source, mode string, out *os.File) *Progress {
+// StartProgress begins reporting c, with the input's size and position from stats (nil: not
+// known); mode "auto" picks a bar when out is a terminal.
+func StartProgress(c *Counters, stats func() connectors.SourceStats, mode string, out *os.File) *Progress {
+	if stats == nil {
+		stats = func() connectors.SourceStats { return connectors.SourceStats{} }
+	}
 	if mode == "auto" {
 		mode = "log"
 		if fi, err := out.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 			mode = "bar"
 		}
 	}
-	p := &Progress{r: r, src: src, mode: mode, out: out, started: time.Now(), stop: make(chan struct{}), rate: rateWindow{span: etaSpan}}
+	p := &Progress{c: c, stats: stats, mode: mode, out: out, started: time.Now(), stop: make(chan struct{}), rate: rateWindow{span: etaSpan}}
 	p.every = 10 * time.Second
 	if mode == "bar" {
 		p.every = 500 * time.Millisecond
@@ -119,13 +123,13 @@ func (p *Progress) Stop() {
 }
 
 func (p *Progress) report(final bool) {
-	c := &p.r.C
+	c := p.c
 	since := time.Since(p.started)
 	el := since.Seconds()
 	// Windows done, not cut: a window counts once its embedding is there (cache, GN or a
 	// shared pass), so the figures follow the GN's work rather than the tokenizers' lead.
-	docs, win, hits, gnw := c.DocsWritten.Load(), c.WindowsDone.Load(), c.CacheHits.Load(), c.GNDone.Load()
-	st := p.src.Stats()
+	docs, win, hits, gnw := c.DocsWritten.Load(), c.WindowsDone.Load(), c.CacheHits.Load(), c.GNWindows.Load()
+	st := p.stats()
 	frac, eta := -1.0, ""
 	if st.BytesTotal > 0 && st.BytesRead > 0 {
 		// The source reads ahead of the stages (decompression, queues), so bytes read alone
@@ -134,7 +138,7 @@ func (p *Progress) report(final bool) {
 		inputs := c.InputsRead.Load()
 		if inputs > 0 {
 			perInput := float64(st.BytesRead) / float64(inputs)
-			processed, resumed := float64(c.ProcessedDocs.Load()), float64(c.Resumed.Load())
+			processed, resumed := float64(c.Processed.Load()), float64(c.Resumed.Load())
 			frac = min(1, (processed+resumed)*perInput/float64(st.BytesTotal))
 			// The rate counts the inputs this run processed: resumed ones are skipped in a
 			// moment, and would make the first minute's ETA far too short.
@@ -182,20 +186,22 @@ func (p *Progress) report(final bool) {
 	}
 }
 
-// MetricsHandler serves the runner's counters (and extra gauges, such as a Kafka source's
-// lag) in the Prometheus text format, every sample labelled with l.
-func MetricsHandler(r *Runner, l promtext.Labels, extra func() map[string]float64) http.Handler {
+// MetricsHandler serves c (and extra gauges, such as a Kafka source's lag) in the Prometheus
+// text format, every sample labelled with l: the same metrics for a run and every stage.
+func MetricsHandler(c *Counters, l promtext.Labels, extra func() map[string]float64) http.Handler {
 	return promtext.Handler(l, func() ([]promtext.Metric, map[string]float64) {
-		c := &r.C
 		ms := []promtext.Metric{
 			{Name: "reignpipe_inputs_read_total", Kind: "counter", Help: "Inputs read from the source (documents and bad inputs).", Value: float64(c.InputsRead.Load())},
 			{Name: "reignpipe_docs_written_total", Kind: "counter", Help: "Documents whose vector (or chunks) was committed.", Value: float64(c.DocsWritten.Load())},
 			{Name: "reignpipe_docs_failed_total", Kind: "counter", Help: "Inputs sent to the dead-letter output.", Value: float64(c.DocsFailed.Load())},
 			{Name: "reignpipe_windows_total", Kind: "counter", Help: "GN windows cut.", Value: float64(c.Windows.Load())},
 			{Name: "reignpipe_cache_hits_total", Kind: "counter", Help: "Windows served from the chunk cache.", Value: float64(c.CacheHits.Load())},
-			{Name: "reignpipe_gn_windows_total", Kind: "counter", Help: "Windows sent to the GN.", Value: float64(c.GNWindows.Load())},
+			{Name: "reignpipe_gn_windows_total", Kind: "counter", Help: "Windows the GN embedded.", Value: float64(c.GNWindows.Load())},
 			{Name: "reignpipe_windows_done_total", Kind: "counter", Help: "Windows with their embedding, from the cache, the GN or a shared pass.", Value: float64(c.WindowsDone.Load())},
-			{Name: "reignpipe_gn_windows_done_total", Kind: "counter", Help: "Windows the GN has embedded.", Value: float64(c.GNDone.Load())},
+			{Name: "reignpipe_cache_hits_at_batch_total", Kind: "counter", Help: "Cache hits found only when their GN batch formed (another process's window arrived meanwhile).", Value: float64(c.CacheLate.Load())},
+			{Name: "reignpipe_gn_windows_dropped_total", Kind: "counter", Help: "Windows dropped before their GN pass (their input stopped being this process's).", Value: float64(c.GNDropped.Load())},
+			{Name: "reignpipe_docs_revoked_total", Kind: "counter", Help: "Inputs dropped unacked because their partition moved to another worker.", Value: float64(c.Revoked.Load())},
+			{Name: "reignpipe_dead_letters_total", Kind: "counter", Help: "Dead letters written.", Value: float64(c.DeadLetters.Load())},
 			{Name: "reignpipe_gn_windows_shared_total", Kind: "counter", Help: "Cache misses that took an identical in-flight window's vector instead of the GN.", Value: float64(c.GNShared.Load())},
 			{Name: "reignpipe_tokens_total", Kind: "counter", Help: "Content tokens.", Value: float64(c.Tokens.Load())},
 			{Name: "reignpipe_commits_total", Kind: "counter", Help: "Durable commits.", Value: float64(c.Commits.Load())},

@@ -1,13 +1,13 @@
-package runner
+package engine
 
 import (
 	"bytes"
-	"context"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/reignpipe/reignpipe/connectors"
 )
 
 // The ETA is the amount left at the rate of the last minute: not the average since the start,
@@ -56,67 +56,23 @@ func TestETA(t *testing.T) {
 	}
 }
 
-// heldGN holds every window until released, like a GN busy with earlier batches.
-type heldGN struct {
-	mu      sync.Mutex
-	open    bool
-	pending []func()
-}
-
-func (g *heldGN) Submit(ctx context.Context, w []int32, out []float32, done func(error)) error {
-	f := func() { copy(out, vectorOf(w)); done(nil) }
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.open {
-		go f()
-		return nil
-	}
-	g.pending = append(g.pending, f)
-	return nil
-}
-
-func (g *heldGN) Abort(error) {}
-
-func (g *heldGN) release() {
-	g.mu.Lock()
-	p := g.pending
-	g.pending, g.open = nil, true
-	g.mu.Unlock()
-	for _, f := range p {
-		go f()
-	}
-}
-
 // The bar counts windows once they have their embedding, not when they are cut: while the GN
 // holds every window, it shows none done.
 func TestProgressCountsWindowsDone(t *testing.T) {
-	rg := newRig(t, t.TempDir(), corpus(12), Options{})
-	g := &heldGN{}
-	rg.r.parts.Embedder = g
+	var c Counters
 	var out bytes.Buffer
-	p := &Progress{r: rg.r, src: rg.src, mode: "bar", out: &out, started: time.Now(), rate: rateWindow{span: etaSpan}}
-	errc := make(chan error, 1)
-	go func() { errc <- rg.r.Run(context.Background()) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for rg.r.C.GNWindows.Load() < 5 {
-		if time.Now().After(deadline) {
-			t.Fatal("no window reached the GN")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	p := &Progress{c: &c, stats: func() connectors.SourceStats { return connectors.SourceStats{} }, mode: "bar", out: &out, started: time.Now(), rate: rateWindow{span: etaSpan}}
+	c.Windows.Add(12) // cut and looked up, every one at the GN
 	p.report(false)
-	if cut := rg.r.C.Windows.Load(); !strings.Contains(out.String(), "windows 0 ") || !strings.Contains(out.String(), "GN 0") || cut == 0 {
-		t.Fatalf("with %d windows cut and none embedded the bar read %q", cut, out.String())
-	}
-	g.release()
-	if err := <-errc; err != nil {
-		t.Fatal(err)
+	if !strings.Contains(out.String(), "windows 0 ") || !strings.Contains(out.String(), "GN 0") {
+		t.Fatalf("with 12 windows cut and none embedded the bar read %q", out.String())
 	}
 	out.Reset()
+	c.WindowsDone.Add(12)
+	c.GNWindows.Add(9)
+	c.CacheHits.Add(3)
 	p.report(true)
-	c := &rg.r.C
-	if c.WindowsDone.Load() != c.Windows.Load() || c.GNDone.Load() != c.GNWindows.Load() ||
-		!strings.Contains(out.String(), "windows "+strconv.FormatInt(c.Windows.Load(), 10)+" ") {
-		t.Fatalf("done %d of %d windows (GN %d of %d); bar %q", c.WindowsDone.Load(), c.Windows.Load(), c.GNDone.Load(), c.GNWindows.Load(), out.String())
+	if got := out.String(); !strings.Contains(got, "windows "+strconv.Itoa(12)+" ") || !strings.Contains(got, "GN 9") || !strings.Contains(got, "cache hits 25.0%") {
+		t.Fatalf("bar %q", got)
 	}
 }
