@@ -14,6 +14,7 @@ import (
 	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
 	"github.com/reignpipe/reignpipe/internal/kafkatest"
 	"github.com/reignpipe/reignpipe/internal/testenv"
+	"github.com/reignpipe/reignpipe/pipelines/engine"
 	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/aggregate"
 )
@@ -65,10 +66,10 @@ func TestAggregateOversizeJSONVectorIsDeadLettered(t *testing.T) {
 	dl := &dlWatch{DeadLetterSink: dlTopic, in: in}
 	mp, _ := aggregate.NewMeanPool(2, "fp")
 	ctx, cancel := context.WithCancel(context.Background())
-	var c Counters
+	var c engine.Counters
 	done := make(chan error, 1)
 	go func() {
-		done <- Aggregate(ctx, AggregateParts{Input: in, Space: Space{Fingerprint: "fp", Dim: 2, K: 8, S: 8}, Aggregator: mp,
+		done <- Aggregate(ctx, AggregateParts{Input: in, Space: schemas.Space{Fingerprint: "fp", Dim: 2, K: 8, S: 8}, Aggregation: engine.Aggregation{Aggregator: mp},
 			Sinks: []connectors.Sink{sink}, DeadLetter: dl}, LoopOptions{CommitEvery: 1}, &c)
 	}()
 	deadline := time.Now().Add(time.Minute)
@@ -79,8 +80,8 @@ func TestAggregateOversizeJSONVectorIsDeadLettered(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if c.Inputs.Load() != 3 || c.Written.Load() != 2 || c.DeadLetters.Load() != 1 || dlTopic.Count() != 1 {
-		t.Fatalf("inputs %d written %d dead letters %d (topic %d)", c.Inputs.Load(), c.Written.Load(), c.DeadLetters.Load(), dlTopic.Count())
+	if c.InputsRead.Load() != 3 || c.DocsWritten.Load() != 2 || c.DeadLetters.Load() != 1 || dlTopic.Count() != 1 {
+		t.Fatalf("inputs %d written %d dead letters %d (topic %d)", c.InputsRead.Load(), c.DocsWritten.Load(), c.DeadLetters.Load(), dlTopic.Count())
 	}
 	if in.acked != 3 || in.ackErrs != 1 || len(dl.ackedAtDead) != 1 || dl.ackedAtDead[0] != 1 {
 		t.Fatalf("acked %d (%d with an error); inputs acked when the dead letter was durable: %v, want [1]", in.acked, in.ackErrs, dl.ackedAtDead)
