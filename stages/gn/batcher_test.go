@@ -486,3 +486,49 @@ func TestBatcherDefaultsByProvider(t *testing.T) {
 		})
 	}
 }
+
+// When a batch forms, a request whose Ctx has ended is dropped (Done with its cause) and one
+// whose Lookup fills it is answered without a pass; only the rest reach the model.
+func TestBatcherSettlesAtBatchTime(t *testing.T) {
+	f := &fakeEmbedder{dim: 2, gate: make(chan struct{})}
+	b, err := NewBatcher(f, BatcherOptions{TokenBudget: 64, MaxBatch: 8, MaxWait: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var mu sync.Mutex
+	got := map[string]error{}
+	done := func(name string) func(error) {
+		return func(err error) { mu.Lock(); got[name] = err; mu.Unlock() }
+	}
+	// The first request holds the model, so the others queue and form one batch after it.
+	if err := b.Submit(context.Background(), Request{Tokens: []int32{1, 2, 3}, Out: make([]float32, 2), Done: done("first")}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	gone, cancel := context.WithCancelCause(context.Background())
+	found := make([]float32, 2)
+	for _, r := range []Request{
+		{Tokens: []int32{4, 5}, Out: make([]float32, 2), Done: done("dropped"), Ctx: gone},
+		{Tokens: []int32{6, 7}, Out: found, Done: done("found"), Lookup: func(out []float32) bool { out[0], out[1] = 9, 9; return true }},
+		{Tokens: []int32{8, 9}, Out: make([]float32, 2), Done: done("embedded"), Lookup: func([]float32) bool { return false }},
+	} {
+		if err := b.Submit(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	revoked := errors.New("partition revoked")
+	cancel(revoked)
+	close(f.gate)
+	b.Close()
+	if !errors.Is(got["dropped"], revoked) || got["found"] != nil || got["embedded"] != nil || got["first"] != nil || len(got) != 4 {
+		t.Fatalf("done: %v", got)
+	}
+	if found[0] != 9 {
+		t.Fatalf("the looked-up request's output %v", found)
+	}
+	st := b.Stats()
+	if st.Dropped != 1 || st.LookedUp != 1 || st.Windows != 2 {
+		t.Fatalf("stats %+v: want 1 dropped, 1 looked up, 2 windows through the model", st)
+	}
+}
