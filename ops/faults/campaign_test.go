@@ -71,9 +71,9 @@ func TestShortCampaign(t *testing.T) {
 
 // A stage's summary is found on its standard output after its logs, whatever objects it nests.
 func TestStageSummary(t *testing.T) {
-	out := "time=... level=INFO msg=x\n{\n  \"stopped\": \"interrupted\",\n  \"inputs_read\": 3,\n  \"docs_written\": 2,\n  \"docs_skipped\": {\n    \"empty\": 1\n  },\n  \"dead_letters\": 1\n}\n"
+	out := "time=... level=INFO msg=x\n{\n  \"stopped\": \"stopped\",\n  \"inputs_read\": 3,\n  \"docs_written\": 2,\n  \"docs_skipped\": {\n    \"empty\": 1\n  },\n  \"docs_failed\": 1\n}\n"
 	s, err := stageSummary(out)
-	if err != nil || s.Stopped != "interrupted" || s.Inputs != 3 || s.Written != 2 || s.DeadLetters != 1 {
+	if err != nil || s.Stopped != "stopped" || s.Inputs != 3 || s.Written != 2 || s.Failed != 1 {
 		t.Fatalf("%+v %v", s, err)
 	}
 	if _, err := stageSummary("logs only\n"); err == nil {

@@ -11,17 +11,17 @@ import (
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
 
-// stageCounts is what the campaign reads of a stage's summary: ingest and aggregate print
-// distributed.Summary, the embed stage the embedded runner's (with docs_failed and friends).
+// stageCounts is what the campaign reads of a stage's summary: every stage prints the engine's
+// summary, a run's.
 type stageCounts struct {
-	Stopped     string `json:"stopped"`
-	Error       string `json:"error"`
-	Inputs      int64  `json:"inputs_read"`
-	Written     int64  `json:"docs_written"`
-	DeadLetters int64  `json:"dead_letters"`
-	Failed      int64  `json:"docs_failed"`
-	Resumed     int64  `json:"docs_resumed"`
-	Abandoned   int64  `json:"docs_abandoned"`
+	Stopped   string `json:"stopped"`
+	Error     string `json:"error"`
+	Inputs    int64  `json:"inputs_read"`
+	Written   int64  `json:"docs_written"`
+	Failed    int64  `json:"docs_failed"`
+	Resumed   int64  `json:"docs_resumed"`
+	Abandoned int64  `json:"docs_abandoned"`
+	Revoked   int64  `json:"docs_revoked"`
 }
 
 // stageSummary reads the JSON summary a stage process printed on its standard output as it
@@ -53,18 +53,19 @@ func (c *Campaign) checkStageSummaries(stdout map[string]string) error {
 			problems = append(problems, fmt.Sprintf("%s: %v", name, err))
 			continue
 		}
-		failed := s.DeadLetters + s.Failed
-		// Ingest ends by itself (--idle-exit); the others are stopped by SIGTERM, a soft stop.
+		failed := s.Failed
+		// Ingest ends by itself (--idle-exit); the others are stopped by SIGTERM, a stage's
+		// normal end.
 		want := "completed"
 		if name != "ingest" {
-			want = "interrupted"
+			want = "stopped"
 		}
 		if s.Error != "" || s.Stopped != want {
 			problems = append(problems, fmt.Sprintf("%s stopped %q, want %q: %s", name, s.Stopped, want, s.Error))
 		}
-		if s.Inputs != s.Written+failed+s.Resumed+s.Abandoned {
-			problems = append(problems, fmt.Sprintf("%s: %d inputs read, %d written + %d dead-lettered + %d resumed + %d abandoned",
-				name, s.Inputs, s.Written, failed, s.Resumed, s.Abandoned))
+		if s.Inputs != s.Written+failed+s.Resumed+s.Abandoned+s.Revoked {
+			problems = append(problems, fmt.Sprintf("%s: %d inputs read, %d written + %d dead-lettered + %d resumed + %d abandoned + %d revoked",
+				name, s.Inputs, s.Written, failed, s.Resumed, s.Abandoned, s.Revoked))
 		}
 		if name == "ingest" && (s.Written != int64(len(c.ref)) || failed != c.refFailed) {
 			problems = append(problems, fmt.Sprintf("ingest wrote %d documents and dead-lettered %d, the clean run %d and %d", s.Written, failed, len(c.ref), c.refFailed))

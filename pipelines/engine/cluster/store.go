@@ -193,7 +193,7 @@ func followStore(ctx context.Context, cfg *pipelines.Config, once bool, idleExit
 	if err != nil {
 		return nil, err
 	}
-	sum := &MaterializeSummary{Pipeline: cfg.Name, CacheDir: cfg.Cache.Dir, Stopped: "completed"}
+	sum := &MaterializeSummary{Pipeline: cfg.Name, CacheDir: cfg.Cache.Dir, Stopped: engine.Completed}
 	var runErr error
 	if once {
 		runErr = f.CatchUp(ctx, 0)
@@ -223,9 +223,10 @@ func followStore(ctx context.Context, cfg *pipelines.Config, once bool, idleExit
 	}
 	switch {
 	case runErr != nil && !errors.Is(runErr, context.Canceled):
-		sum.Stopped, sum.Error = "failed", runErr.Error()
+		sum.Stopped, sum.Error = engine.Failed, runErr.Error()
 	case ctx.Err() != nil:
-		sum.Stopped, runErr = "interrupted", nil
+		// materialize was cut short; the replica stage ends this way normally.
+		sum.Stopped, runErr = engine.StopOf(ctx, nil, !once), nil
 	}
 	launch.WriteSummary(cfg, sum.JSON(), log)
 	return sum, runErr
