@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
+	"github.com/reignpipe/reignpipe/internal/kafkaclient"
 	"github.com/reignpipe/reignpipe/pipelines/engine/replica"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
