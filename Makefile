@@ -18,7 +18,7 @@ PEERS_PY := $(PEERS_VENV)/bin/python
 GO ?= go
 # Packages with concurrency worth running under the race detector.
 RACE_PKGS := ./pipelines/engine/runner/ ./pipelines/engine/cluster/ ./stages/gn/ ./stages/shardcache/ ./connectors/vectorfile/ \
-	./connectors/watchdir/ ./connectors/kafka/ ./internal/kafka/ ./internal/kafka/offsets/ ./connectors/pgvector/ ./pipelines/serving/serve/
+	./connectors/watchdir/ ./connectors/kafka/ ./internal/kafkaclient/ ./internal/kafkaclient/offsets/ ./connectors/pgvector/ ./pipelines/serving/serve/
 
 .PHONY: all build fetch fetch-gpu bench-gpu gn-optimized gn-int8 gn-int8r kafka postgres tools pydeps train-deps demo test test-go test-unshared fuzz-smoke fuzz bench bench-peers clean
 
@@ -92,7 +92,7 @@ SMOKE_FUZZ := ./pipelines/serving/serve/:FuzzReadRequest ./connectors/uspto/pate
 	./connectors/wikipedia/:FuzzScanPages ./connectors/wikipedia/wikitext/:FuzzPlain ./connectors/jsonl/:FuzzParseLine \
 	./connectors/wikipedia/:FuzzParseNamespaces ./connectors/wikipedia/:FuzzScanBounded ./connectors/textpolicy/:FuzzClean \
 	./schemas/:FuzzDecodeChunkDoc ./schemas/:FuzzDecodeDocVector ./schemas/:FuzzDecodeRawDocument \
-	./internal/kafka/fragment/:FuzzFragmentHeaders ./internal/kafka/fragment/:FuzzAssembler \
+	./internal/kafkaclient/fragment/:FuzzFragmentHeaders ./internal/kafkaclient/fragment/:FuzzAssembler \
 	./pipelines/quality/dataset/:FuzzLoCoRecords
 SMOKE_FUZZTIME ?= 50000x
 fuzz-smoke:

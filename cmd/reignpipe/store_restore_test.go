@@ -15,9 +15,8 @@ import (
 	"time"
 
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
-	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
-	"github.com/reignpipe/reignpipe/internal/kafka/kafkaadmin"
-	"github.com/reignpipe/reignpipe/internal/kafka/kafkatail"
+	"github.com/reignpipe/reignpipe/internal/kafkaadmin"
+	"github.com/reignpipe/reignpipe/internal/kafkaclient"
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/engine/cluster"
 	"github.com/reignpipe/reignpipe/pipelines/engine/replica"
@@ -99,8 +98,8 @@ func TestStoreCompactMaterializeRestore(t *testing.T) {
 		}
 		// One more copy of one record per partition rolls the segments holding the duplicates,
 		// which the cleaner can then compact (it never touches a partition's active segment).
-		var rollers []kafkatail.Record
-		seen := map[kafkatail.TP]bool{}
+		var rollers []kafkaclient.Record
+		seen := map[kafkaclient.TP]bool{}
 		for _, r := range before.recs {
 			if !seen[r.TP] {
 				seen[r.TP] = true
@@ -215,7 +214,7 @@ func TestStoreCompactMaterializeRestore(t *testing.T) {
 	t.Logf("tune --checkpoint on the materialised store: %d test queries, REIGN − mean-pool %+.4f, as on the embedded cache", tg.TestQueries, tg.Figures.Diff)
 
 	// A worker killed half-way through its restore.
-	end, err := kafkatail.EndOffsets(ctx, cc, k.WindowsTopic())
+	end, err := kafkaclient.EndOffsets(ctx, cc, k.WindowsTopic())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,24 +274,24 @@ func TestStoreCompactMaterializeRestore(t *testing.T) {
 // end offsets (compaction leaves gaps), distinct keys, and the records themselves.
 type storeTopicState struct {
 	end, records, keys int64
-	recs               []kafkatail.Record
+	recs               []kafkaclient.Record
 }
 
 func readStoreTopic(t *testing.T, cc kafkaclient.ClientConfig, topic string) storeTopicState {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	end, err := kafkatail.EndOffsets(ctx, cc, topic)
+	end, err := kafkaclient.EndOffsets(ctx, cc, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
 	st := storeTopicState{end: sumOffsets(end)}
-	tl, err := kafkatail.NewTail(ctx, cc, kafkatail.TailOptions{Topics: []string{topic}})
+	tl, err := kafkaclient.NewTail(ctx, cc, kafkaclient.TailOptions{Topics: []string{topic}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tl.Close()
-	left := map[kafkatail.TP]bool{}
+	left := map[kafkaclient.TP]bool{}
 	for tp, e := range end {
 		if e > 0 {
 			left[tp] = true
@@ -316,7 +315,7 @@ func readStoreTopic(t *testing.T, cc kafkaclient.ClientConfig, topic string) sto
 }
 
 // reproduce writes records again, as a retrying or re-embedding producer would.
-func reproduce(t *testing.T, cc kafkaclient.ClientConfig, topic string, recs []kafkatail.Record) {
+func reproduce(t *testing.T, cc kafkaclient.ClientConfig, topic string, recs []kafkaclient.Record) {
 	t.Helper()
 	p, err := kafkaclient.NewProducer(cc, kafkaclient.ProducerOptions{Topic: topic, NoFragment: true, MaxRecordBytes: 900_000})
 	if err != nil {

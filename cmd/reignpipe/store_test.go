@@ -16,8 +16,7 @@ import (
 	"testing"
 	"time"
 
-	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
-	"github.com/reignpipe/reignpipe/internal/kafka/kafkatail"
+	"github.com/reignpipe/reignpipe/internal/kafkaclient"
 	"github.com/reignpipe/reignpipe/internal/kafkatest"
 	"github.com/reignpipe/reignpipe/internal/testenv"
 	"github.com/reignpipe/reignpipe/pipelines"
@@ -210,7 +209,7 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool
 // end offsets: from then on, each window embedded so far is a hit on every worker.
 func waitReplicated(t *testing.T, s *stageSetup, ws []*worker) {
 	t.Helper()
-	end, err := kafkatail.EndOffsets(context.Background(), kafkaclient.ClientConfig{Brokers: []string{s.brokers}}, s.topics+".windows")
+	end, err := kafkaclient.EndOffsets(context.Background(), kafkaclient.ClientConfig{Brokers: []string{s.brokers}}, s.topics+".windows")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-// Package kafka holds the Kafka connectors: it binds the generic client (internal/kafka:
+// Package kafka holds the Kafka connectors: it binds the generic client (internal/kafkaclient:
 // Producer, Consumer) to reignpipe's records (schemas/wire.go): raw documents in, chunk
 // embeddings between the embed and aggregate stages, vectors and dead letters out. Every record
 // is keyed by its document id.
@@ -19,7 +19,7 @@ import (
 
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/connectors/textpolicy"
-	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
+	"github.com/reignpipe/reignpipe/internal/kafkaclient"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 

@@ -3,7 +3,7 @@ package kafka
 import (
 	"testing"
 
-	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
+	"github.com/reignpipe/reignpipe/internal/kafkaclient"
 )
 
 // Raw documents from Kafka, whoever produced them, get the text policy of the file sources,

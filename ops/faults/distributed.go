@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/reignpipe/reignpipe/internal/kafka"
+	"github.com/reignpipe/reignpipe/internal/kafkaclient"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -272,8 +272,8 @@ func (c *Campaign) DistTrial(i int, f DistFault, b Broker) Result {
 
 // readVectorTopic consumes topic with a fresh group until every document of want is there.
 func readVectorTopic(b Broker, topic string, want map[string]schemas.DocVector, timeout time.Duration) (map[string]schemas.DocVector, error) {
-	cons, err := kafka.NewConsumer(kafka.ClientConfig{Brokers: []string{b.Addr}},
-		kafka.ConsumerOptions{Group: fmt.Sprintf("faults-reader-%d", time.Now().UnixNano()), Topics: []string{topic}})
+	cons, err := kafkaclient.NewConsumer(kafkaclient.ClientConfig{Brokers: []string{b.Addr}},
+		kafkaclient.ConsumerOptions{Group: fmt.Sprintf("faults-reader-%d", time.Now().UnixNano()), Topics: []string{topic}})
 	if err != nil {
 		return nil, err
 	}

@@ -30,12 +30,10 @@ import (
 	"runtime/pprof"
 	"time"
 
-	"github.com/reignpipe/reignpipe/schemas"
-
-	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
-	"github.com/reignpipe/reignpipe/internal/kafka/kafkaadmin"
-	"github.com/reignpipe/reignpipe/internal/kafka/kafkatail"
+	"github.com/reignpipe/reignpipe/internal/kafkaadmin"
+	"github.com/reignpipe/reignpipe/internal/kafkaclient"
 	"github.com/reignpipe/reignpipe/pipelines/engine/replica"
+	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
 
@@ -150,11 +148,11 @@ func run(brokers string, n, dim, parts int, dir string) error {
 	// Reading the topic alone (a Tail to the end offsets, nothing applied): the fetch path's
 	// own rate, which bounds materialize's.
 	t0 = time.Now()
-	end, err := kafkatail.EndOffsets(ctx, cc, topics.Windows)
+	end, err := kafkaclient.EndOffsets(ctx, cc, topics.Windows)
 	if err != nil {
 		return err
 	}
-	tail, err := kafkatail.NewTail(ctx, cc, kafkatail.TailOptions{Topics: []string{topics.Windows}})
+	tail, err := kafkaclient.NewTail(ctx, cc, kafkaclient.TailOptions{Topics: []string{topics.Windows}})
 	if err != nil {
 		return err
 	}

@@ -9,10 +9,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/reignpipe/reignpipe/schemas"
-
-	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
+	"github.com/reignpipe/reignpipe/internal/kafkaclient"
 	"github.com/reignpipe/reignpipe/pipelines/engine/replica"
+	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
 

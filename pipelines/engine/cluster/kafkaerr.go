@@ -6,12 +6,12 @@ import (
 	"io"
 	"strings"
 
-	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
+	"github.com/reignpipe/reignpipe/internal/kafkaclient"
 	"github.com/reignpipe/reignpipe/pipelines"
 )
 
 // explainKafka rewrites a failure to reach the cluster into what to change in the pipeline
-// file. Security failures are not retried (internal/kafka), so they arrive here within
+// file. Security failures are not retried (internal/kafkaclient), so they arrive here within
 // seconds of the start; the message must say which key is wrong, not which call failed.
 func explainKafka(k pipelines.KafkaConfig, err error) error {
 	brokers := strings.Join(k.Brokers, ",")

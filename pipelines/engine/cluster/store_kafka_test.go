@@ -10,13 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reignpipe/reignpipe/schemas"
-
-	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
-	"github.com/reignpipe/reignpipe/internal/kafka/kafkaadmin"
-	"github.com/reignpipe/reignpipe/internal/kafka/kafkatail"
+	"github.com/reignpipe/reignpipe/internal/kafkaadmin"
+	"github.com/reignpipe/reignpipe/internal/kafkaclient"
 	"github.com/reignpipe/reignpipe/internal/kafkatest"
 	"github.com/reignpipe/reignpipe/pipelines/engine/replica"
+	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
 
@@ -87,11 +85,11 @@ func TestManifestBatchesFitTheTopic(t *testing.T) {
 	if err := mp.Flush(ctx); err != nil {
 		t.Fatalf("%d manifests of %v bytes in one flush (batches up to %d, topic max.message.bytes %d): %v", n, sizes, o.BatchBytes, limit, err)
 	}
-	end, err := kafkatail.EndOffsets(ctx, client, k.ManifestsTopic())
+	end, err := kafkaclient.EndOffsets(ctx, client, k.ManifestsTopic())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := end[kafkatail.TP{Topic: k.ManifestsTopic(), Partition: 0}]; e != n {
+	if e := end[kafkaclient.TP{Topic: k.ManifestsTopic(), Partition: 0}]; e != n {
 		t.Fatalf("%d manifest records on the broker, want %d", e, n)
 	}
 	t.Logf("%d manifests of %v bytes acknowledged together; batches up to %d bytes, topic max.message.bytes %d", n, sizes, o.BatchBytes, limit)

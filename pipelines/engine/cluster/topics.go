@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strconv"
 
-	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
-	"github.com/reignpipe/reignpipe/internal/kafka/kafkaadmin"
+	"github.com/reignpipe/reignpipe/internal/kafkaadmin"
+	"github.com/reignpipe/reignpipe/internal/kafkaclient"
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/stages/chunk"
 )

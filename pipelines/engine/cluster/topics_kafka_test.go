@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
-	"github.com/reignpipe/reignpipe/internal/kafka/kafkaadmin"
+	"github.com/reignpipe/reignpipe/internal/kafkaadmin"
+	"github.com/reignpipe/reignpipe/internal/kafkaclient"
 	"github.com/reignpipe/reignpipe/internal/kafkatest"
 )
 

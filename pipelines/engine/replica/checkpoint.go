@@ -9,7 +9,7 @@ import (
 	"strconv"
 
 	"github.com/reignpipe/reignpipe/internal/atomicfile"
-	"github.com/reignpipe/reignpipe/internal/kafka/kafkatail"
+	"github.com/reignpipe/reignpipe/internal/kafkaclient"
 )
 
 // CheckpointName is the file, inside the cache directory, that records the topic offsets the
@@ -26,10 +26,10 @@ type checkpoint struct {
 
 func checkpointPath(cacheDir string) string { return filepath.Join(cacheDir, CheckpointName) }
 
-func loadCheckpoint(cacheDir string) (map[kafkatail.TP]int64, error) {
+func loadCheckpoint(cacheDir string) (map[kafkaclient.TP]int64, error) {
 	b, err := os.ReadFile(checkpointPath(cacheDir))
 	if errors.Is(err, os.ErrNotExist) {
-		return map[kafkatail.TP]int64{}, nil
+		return map[kafkaclient.TP]int64{}, nil
 	}
 	if err != nil {
 		return nil, err
@@ -38,21 +38,21 @@ func loadCheckpoint(cacheDir string) (map[kafkatail.TP]int64, error) {
 	if err := json.Unmarshal(b, &c); err != nil || c.Version != 1 {
 		return nil, fmt.Errorf("replica checkpoint %s is damaged (%v); remove it to restore the store from the start of the topics", checkpointPath(cacheDir), err)
 	}
-	out := map[kafkatail.TP]int64{}
+	out := map[kafkaclient.TP]int64{}
 	for topic, ps := range c.Offsets {
 		for p, off := range ps {
 			n, err := strconv.Atoi(p)
 			if err != nil {
 				return nil, fmt.Errorf("replica checkpoint %s: partition %q", checkpointPath(cacheDir), p)
 			}
-			out[kafkatail.TP{Topic: topic, Partition: n}] = off
+			out[kafkaclient.TP{Topic: topic, Partition: n}] = off
 		}
 	}
 	return out, nil
 }
 
 // saveCheckpoint writes the offsets atomically (temp file, fsync, rename, dir fsync).
-func saveCheckpoint(cacheDir string, pos map[kafkatail.TP]int64) error {
+func saveCheckpoint(cacheDir string, pos map[kafkaclient.TP]int64) error {
 	c := checkpoint{Version: 1, Offsets: map[string]map[string]int64{}}
 	for tp, off := range pos {
 		if c.Offsets[tp.Topic] == nil {

@@ -23,8 +23,7 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
-	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
-	"github.com/reignpipe/reignpipe/internal/kafka/kafkatail"
+	"github.com/reignpipe/reignpipe/internal/kafkaclient"
 	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
@@ -68,7 +67,7 @@ type Stats struct {
 const DefaultFlushRecords = 100_000
 
 type pendingManifest struct {
-	tp  kafkatail.TP
+	tp  kafkaclient.TP
 	off int64
 	m   shardcache.Manifest
 	// skip: a record not applied (undecodable, foreign); queued so offsets advance in order.
@@ -80,15 +79,15 @@ type pendingManifest struct {
 type Follower struct {
 	o       Options
 	log     *slog.Logger
-	windows *kafkatail.Tail
-	mans    *kafkatail.Tail
+	windows *kafkaclient.Tail
+	mans    *kafkaclient.Tail
 
 	stop   context.CancelFunc
 	done   chan struct{}
 	runErr error
 
 	mu  sync.Mutex
-	pos map[kafkatail.TP]int64 // next offset to apply (applied in the cache, maybe not flushed)
+	pos map[kafkaclient.TP]int64 // next offset to apply (applied in the cache, maybe not flushed)
 
 	c struct {
 		windows, known, conflicts, mans, older, foreign, bad, flushes, lag atomic.Int64
@@ -113,11 +112,11 @@ func Start(ctx context.Context, o Options) (*Follower, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Follower{o: o, log: o.Logger.With("replica", o.Dir), pos: map[kafkatail.TP]int64{}, done: make(chan struct{})}
-	if f.windows, err = kafkatail.NewTail(ctx, o.Client, kafkatail.TailOptions{Topics: []string{o.Topics.Windows}, Start: start, Logger: o.Logger}); err != nil {
+	f := &Follower{o: o, log: o.Logger.With("replica", o.Dir), pos: map[kafkaclient.TP]int64{}, done: make(chan struct{})}
+	if f.windows, err = kafkaclient.NewTail(ctx, o.Client, kafkaclient.TailOptions{Topics: []string{o.Topics.Windows}, Start: start, Logger: o.Logger}); err != nil {
 		return nil, err
 	}
-	if f.mans, err = kafkatail.NewTail(ctx, o.Client, kafkatail.TailOptions{Topics: []string{o.Topics.Manifests}, Start: start, Logger: o.Logger}); err != nil {
+	if f.mans, err = kafkaclient.NewTail(ctx, o.Client, kafkaclient.TailOptions{Topics: []string{o.Topics.Manifests}, Start: start, Logger: o.Logger}); err != nil {
 		f.windows.Close()
 		return nil, err
 	}
@@ -167,7 +166,7 @@ func (f *Follower) Stop() error {
 // maxLag records of them (summed over the partitions), or ctx ends, or the follower fails.
 // Manifests count as applied only once the windows they name are.
 func (f *Follower) CatchUp(ctx context.Context, maxLag int64) error {
-	end, err := kafkatail.EndOffsets(ctx, f.o.Client, f.o.Topics.Windows, f.o.Topics.Manifests)
+	end, err := kafkaclient.EndOffsets(ctx, f.o.Client, f.o.Topics.Windows, f.o.Topics.Manifests)
 	if err != nil {
 		return err
 	}
@@ -197,7 +196,7 @@ func (f *Follower) CatchUp(ctx context.Context, maxLag int64) error {
 	}
 }
 
-func (f *Follower) lagTo(end map[kafkatail.TP]int64) int64 {
+func (f *Follower) lagTo(end map[kafkaclient.TP]int64) int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var lag int64
@@ -215,7 +214,7 @@ func (f *Follower) flush() error {
 		return fmt.Errorf("replica: cache flush: %w", err)
 	}
 	f.mu.Lock()
-	pos := make(map[kafkatail.TP]int64, len(f.pos))
+	pos := make(map[kafkaclient.TP]int64, len(f.pos))
 	for tp, p := range f.pos {
 		pos[tp] = p
 	}
@@ -236,7 +235,7 @@ func (f *Follower) flush() error {
 // lacks.
 func (f *Follower) run(ctx context.Context) (err error) {
 	var pending []pendingManifest
-	var fence map[kafkatail.TP]int64 // windows end offsets covering pending[:fenceN]
+	var fence map[kafkaclient.TP]int64 // windows end offsets covering pending[:fenceN]
 	fenceN := 0
 	dirty, lastFlush := 0, time.Now()
 	buf, held := make([]float32, f.o.Space.Dim), make([]float32, f.o.Space.Dim)
@@ -251,7 +250,7 @@ func (f *Follower) run(ctx context.Context) (err error) {
 		}
 	}()
 	for {
-		var mansC <-chan kafkatail.Record
+		var mansC <-chan kafkaclient.Record
 		if len(pending) < f.o.MaxPendingManifests {
 			mansC = f.mans.Records()
 		}
@@ -274,7 +273,7 @@ func (f *Follower) run(ctx context.Context) (err error) {
 			dirty++
 		case <-tick.C:
 			if fence == nil && len(pending) > 0 {
-				end, err := kafkatail.EndOffsets(ctx, f.o.Client, f.o.Topics.Windows)
+				end, err := kafkaclient.EndOffsets(ctx, f.o.Client, f.o.Topics.Windows)
 				if err != nil {
 					f.log.Warn("replica: reading the window topic's end offsets failed; manifests wait", "err", err)
 				} else {
@@ -306,7 +305,7 @@ func (f *Follower) run(ctx context.Context) (err error) {
 	}
 }
 
-func (f *Follower) setPos(tp kafkatail.TP, next int64) {
+func (f *Follower) setPos(tp kafkaclient.TP, next int64) {
 	f.mu.Lock()
 	f.pos[tp] = next
 	f.mu.Unlock()
@@ -329,13 +328,13 @@ func (f *Follower) sameSpace(hs []kafkago.Header, schema string) bool {
 		header(hs, schemas.HeaderDim) == strconv.Itoa(sp.Dim)
 }
 
-func (f *Follower) foreign(r kafkatail.Record, why string) {
+func (f *Follower) foreign(r kafkaclient.Record, why string) {
 	if f.c.foreign.Add(1) <= 10 {
 		f.log.Warn("replica: record skipped", "at", fmt.Sprintf("%s@%d", r.TP, r.Offset), "why", why)
 	}
 }
 
-func (f *Follower) bad(r kafkatail.Record, err error) {
+func (f *Follower) bad(r kafkaclient.Record, err error) {
 	if f.c.bad.Add(1) <= 10 {
 		f.log.Warn("replica: undecodable record skipped", "at", fmt.Sprintf("%s@%d", r.TP, r.Offset), "err", err)
 	}
@@ -343,7 +342,7 @@ func (f *Follower) bad(r kafkatail.Record, err error) {
 
 // applyWindow adds one window to the store; a key it already holds keeps its first bytes (a
 // second GN pass gave other bits: another machine's kernels), and the difference is counted.
-func (f *Follower) applyWindow(r kafkatail.Record, buf, held []float32) error {
+func (f *Follower) applyWindow(r kafkaclient.Record, buf, held []float32) error {
 	defer f.setPos(r.TP, r.Offset+1)
 	if r.Value == nil {
 		f.foreign(r, "a tombstone: windows are never deleted from the store")
@@ -394,7 +393,7 @@ func sameBits(a, b []float32) bool {
 	return true
 }
 
-func (f *Follower) decodeManifest(r kafkatail.Record) (shardcache.Manifest, bool) {
+func (f *Follower) decodeManifest(r kafkaclient.Record) (shardcache.Manifest, bool) {
 	if r.Value == nil {
 		f.foreign(r, "a tombstone: manifests are replaced by newer versions, never deleted")
 		return shardcache.Manifest{}, false

@@ -6,15 +6,14 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
-	"github.com/reignpipe/reignpipe/internal/kafka/kafkaadmin"
-	"github.com/reignpipe/reignpipe/internal/kafka/kafkatail"
+	"github.com/reignpipe/reignpipe/internal/kafkaadmin"
+	"github.com/reignpipe/reignpipe/internal/kafkaclient"
 	"github.com/reignpipe/reignpipe/internal/kafkatest"
 	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
 
-// producerOwnFlush is internal/kafka's autoFlushRecords: past that many queued records, a
+// producerOwnFlush is internal/kafkaclient's autoFlushRecords: past that many queued records, a
 // producer's Send flushes by itself, acknowledging them whatever the caller's order.
 const producerOwnFlush = 1000
 
@@ -48,7 +47,7 @@ func (s *queueSink) Close(ctx context.Context) error { return s.Flush(ctx) }
 
 func endOffsetSum(t *testing.T, cc kafkaclient.ClientConfig, topic string) int64 {
 	t.Helper()
-	end, err := kafkatail.EndOffsets(context.Background(), cc, topic)
+	end, err := kafkaclient.EndOffsets(context.Background(), cc, topic)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/reignpipe/reignpipe/connectors"
-	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
+	"github.com/reignpipe/reignpipe/internal/kafkaclient"
 	"github.com/reignpipe/reignpipe/pipelines/engine"
 	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
@@ -266,13 +266,13 @@ func sameManifest(a, b shardcache.Manifest) bool {
 }
 
 // Records a sink's producer sends are acknowledged when that producer flushes, which it also
-// does by itself when its queue fills (internal/kafka: 1000 records or 16 MiB). A chunk or vector
+// does by itself when its queue fills (internal/kafkaclient: 1000 records or 16 MiB). A chunk or vector
 // record must never be acknowledged before the windows and manifest of its document, so the
 // ordered sinks below count what their producer has queued since its last flush and, before the
 // queue could reach the producer's own threshold, publish the store's windows and manifests
 // (Publisher.Publish) and then flush the producer themselves.
 
-// Bounds under the producer's own flush thresholds (internal/kafka: 1000 records, 16 MiB).
+// Bounds under the producer's own flush thresholds (internal/kafkaclient: 1000 records, 16 MiB).
 const (
 	orderedRecords = 500
 	orderedBytes   = 8 << 20

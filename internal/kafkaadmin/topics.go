@@ -1,8 +1,13 @@
-// Package kafkaadmin administers the topics of a Kafka cluster for reignpipe: EnsureTopics
-// creates missing topics and refuses existing ones whose settings would lose data, and
-// BrokerSetting and TopicSettings read broker and topic settings. It connects with the
-// clients of package kafka (internal/kafka), and while it waits for unreachable brokers it
-// logs the wait and gives up naming transport.kafka.brokers (reach.go).
+// Package kafkaadmin administers a Kafka cluster for reignpipe, beside the client (package
+// kafkaclient) as an admin client is beside a producer and a consumer: EnsureTopics creates
+// missing topics and refuses existing ones whose settings would lose data, and BrokerSetting
+// and TopicSettings read broker and topic settings. The stages call it before their producers
+// and consumers start; nothing here reads or writes records.
+//
+// It connects through the client's resolved configuration (kafkaclient.ClientConfig.Resolve:
+// brokers, TLS, SASL), retries what the client calls transient on the client's schedule
+// (kafkaclient.Transient, kafkaclient.WaitRetry), and while it waits for unreachable brokers
+// it logs the wait and gives up naming transport.kafka.brokers (reach.go).
 package kafkaadmin
 
 import (
@@ -15,7 +20,7 @@ import (
 
 	kafka "github.com/segmentio/kafka-go"
 
-	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
+	"github.com/reignpipe/reignpipe/internal/kafkaclient"
 )
 
 // TopicSpec is a topic to create if it is missing.
@@ -117,7 +122,7 @@ func EnsureTopics(ctx context.Context, cfg kafkaclient.ClientConfig, specs ...To
 			err = fmt.Errorf("topics %v have no leader yet", append(missing, leaderless...))
 		}
 		retryLog(ctx, rc.Brokers(), err, started, &lastLog)
-		if !kafkaclient.Sleep(ctx, kafkaclient.Backoff(attempt)) {
+		if !kafkaclient.WaitRetry(ctx, attempt) {
 			return gaveUp(ctx, rc.Brokers(), fmt.Sprintf("ensuring topics %v", names), started, err)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 
 	kafka "github.com/segmentio/kafka-go"
 
-	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
+	"github.com/reignpipe/reignpipe/internal/kafkaclient"
 )
 
 // Requirement is a setting an existing topic must have for the data on it to stay right. A

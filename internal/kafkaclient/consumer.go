@@ -1,4 +1,4 @@
-package kafka
+package kafkaclient
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 
 	kafka "github.com/segmentio/kafka-go"
 
-	"github.com/reignpipe/reignpipe/internal/kafka/fragment"
-	"github.com/reignpipe/reignpipe/internal/kafka/offsets"
+	"github.com/reignpipe/reignpipe/internal/kafkaclient/fragment"
+	"github.com/reignpipe/reignpipe/internal/kafkaclient/offsets"
 )
 
 // ConsumerOptions configures a Consumer. Zero values take the documented defaults.
@@ -38,10 +38,10 @@ type ConsumerOptions struct {
 	Logger         *slog.Logger
 }
 
-// DefaultMaxFetchBytes bounds one fetch response per partition unless a reader sets its own.
-const DefaultMaxFetchBytes = 10 << 20
-
 const (
+	// defaultMaxFetchBytes bounds one fetch response per partition, for the consumer and the
+	// tail alike, unless their options set their own.
+	defaultMaxFetchBytes   = 10 << 20
 	defaultMaxMessageBytes = 256 << 20
 	defaultSessionTimeout  = 10 * time.Second
 	// fetchMaxWait bounds a fetch that waits for data; a partition reader notices the end of
@@ -87,12 +87,12 @@ func (o *ConsumerOptions) setDefaults() error {
 		return fmt.Errorf("kafka consumer: SessionTimeout %s is shorter than 2s", o.SessionTimeout)
 	}
 	if o.MaxFetchBytes == 0 {
-		o.MaxFetchBytes = DefaultMaxFetchBytes
+		o.MaxFetchBytes = defaultMaxFetchBytes
 	}
 	if o.MaxMessageBytes == 0 {
 		o.MaxMessageBytes = defaultMaxMessageBytes
 	}
-	o.Logger = OrDefault(o.Logger)
+	o.Logger = orDefault(o.Logger)
 	return nil
 }
 
@@ -170,7 +170,7 @@ func NewConsumer(cfg ClientConfig, o ConsumerOptions) (*Consumer, error) {
 	if o.StartOffset == "latest" {
 		start = kafka.LastOffset
 	}
-	dialer := rc.Dialer()
+	dialer := rc.dialer()
 	gcfg := kafka.ConsumerGroupConfig{
 		ID:          o.Group,
 		Brokers:     rc.brokers,
@@ -228,7 +228,7 @@ func (c *Consumer) run() {
 			if c.ctx.Err() != nil || errors.Is(err, kafka.ErrGroupClosed) {
 				return
 			}
-			if FatalAuth(err) {
+			if fatalAuth(err) {
 				c.setFatal(fmt.Errorf("kafka consumer: group %s: %w", c.opts.Group, err))
 				return
 			}
@@ -255,11 +255,11 @@ func (c *Consumer) setFatal(err error) {
 // generation stale when it ends. kafka-go ends a generation as soon as any function started on
 // it returns, so these return only when the generation's context is done.
 func (c *Consumer) startGeneration(gen *kafka.Generation) {
-	assigned := make(map[offsets.TopicPartition]int64)
+	assigned := make(map[TP]int64)
 	var names []string
 	for topic, as := range gen.Assignments {
 		for _, a := range as {
-			assigned[offsets.TopicPartition{Topic: topic, Partition: a.ID}] = a.Offset
+			assigned[TP{Topic: topic, Partition: a.ID}] = a.Offset
 			names = append(names, fmt.Sprintf("%s/%d", topic, a.ID))
 		}
 	}
@@ -295,7 +295,7 @@ func (c *Consumer) readPartition(ctx, lease context.Context, p *offsets.Partitio
 	if !ok || !c.tr.Start(p, start) {
 		return
 	}
-	r := PartitionReader(c.rc, c.dialer, p.TP.Topic, p.TP.Partition, c.opts.MaxFetchBytes, readerQueue, c.log, "kafka-reader")
+	r := partitionReader(c.rc, c.dialer, p.TP.Topic, p.TP.Partition, c.opts.MaxFetchBytes, readerQueue, c.log, "kafka-reader")
 	defer r.Close()
 	if err := r.SetOffset(start); err != nil {
 		c.setFatal(fmt.Errorf("kafka consumer: %s/%d: setting the start offset %d: %w", p.TP.Topic, p.TP.Partition, start, err))
@@ -310,14 +310,14 @@ func (c *Consumer) readPartition(ctx, lease context.Context, p *offsets.Partitio
 			if ctx.Err() != nil {
 				return
 			}
-			if FatalAuth(err) {
+			if fatalAuth(err) {
 				c.setFatal(fmt.Errorf("kafka consumer: reading %s/%d: %w", p.TP.Topic, p.TP.Partition, err))
 				<-ctx.Done()
 				return
 			}
 			attempt++
 			log.Warn("kafka consumer: fetch failed; retrying", "offset", next, "attempt", attempt, "err", err)
-			if !Sleep(ctx, Backoff(attempt)) {
+			if !WaitRetry(ctx, attempt) {
 				return
 			}
 			continue
@@ -351,7 +351,7 @@ func (c *Consumer) readPartition(ctx, lease context.Context, p *offsets.Partitio
 
 // resolveStart turns kafka.FirstOffset/LastOffset into the partition's current first or last
 // offset, so the watermark has a base and the first commit pins where reading began.
-func (c *Consumer) resolveStart(ctx context.Context, tp offsets.TopicPartition, off int64, log *slog.Logger) (int64, bool) {
+func (c *Consumer) resolveStart(ctx context.Context, tp TP, off int64, log *slog.Logger) (int64, bool) {
 	if off >= 0 {
 		return off, true
 	}
@@ -363,19 +363,19 @@ func (c *Consumer) resolveStart(ctx context.Context, tp offsets.TopicPartition, 
 			}
 			return first, true
 		}
-		if FatalAuth(err) {
+		if fatalAuth(err) {
 			c.setFatal(fmt.Errorf("kafka consumer: reading the offsets of %s/%d: %w", tp.Topic, tp.Partition, err))
 			<-ctx.Done()
 			return 0, false
 		}
 		log.Warn("kafka consumer: reading the partition's offsets failed; retrying", "attempt", attempt, "err", err)
-		if !Sleep(ctx, Backoff(attempt)) {
+		if !WaitRetry(ctx, attempt) {
 			return 0, false
 		}
 	}
 }
 
-func (c *Consumer) readOffsets(ctx context.Context, tp offsets.TopicPartition) (first, last int64, err error) {
+func (c *Consumer) readOffsets(ctx context.Context, tp TP) (first, last int64, err error) {
 	for _, b := range c.rc.brokers {
 		var conn *kafka.Conn
 		conn, err = c.dialer.DialLeader(ctx, "tcp", b, tp.Topic, tp.Partition)
@@ -467,7 +467,7 @@ func (c *Consumer) Commit(ctx context.Context) error {
 			return fmt.Errorf("kafka consumer: committing offsets of group %s: %w", c.opts.Group, err)
 		}
 		c.log.Warn("kafka consumer: commit failed; retrying", "group", c.opts.Group, "attempt", attempt, "err", err)
-		if !Sleep(ctx, Backoff(attempt)) {
+		if !WaitRetry(ctx, attempt) {
 			return ctx.Err()
 		}
 	}

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reignpipe/reignpipe/internal/kafka/fragment"
+	"github.com/reignpipe/reignpipe/internal/kafkaclient/fragment"
 )
 
 // op is one step applied to a watermark: deliver [a, b], ack [a, b] or advance to a.

@@ -1,4 +1,4 @@
-package kafka
+package kafkaclient
 
 import (
 	"context"
@@ -74,7 +74,7 @@ func awaitTopics(ctx context.Context, rc Resolved, names []string, log *slog.Log
 			}
 			log.Warn("kafka: waiting for topics to be created", "topics", missing)
 		}
-		if !Sleep(ctx, Backoff(attempt)) {
+		if !WaitRetry(ctx, attempt) {
 			return ctx.Err()
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
+	"github.com/reignpipe/reignpipe/internal/kafkaclient"
 	"github.com/reignpipe/reignpipe/internal/kafkatest"
 )
 

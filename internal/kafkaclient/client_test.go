@@ -1,4 +1,4 @@
-package kafka
+package kafkaclient
 
 import (
 	"context"
@@ -58,15 +58,15 @@ func TestBackoff(t *testing.T) {
 	prevMax := time.Duration(0)
 	for n := 1; n <= 12; n++ {
 		for range 50 {
-			d := Backoff(n)
+			d := backoff(n)
 			if d < backoffMin || d > backoffMax {
-				t.Fatalf("Backoff(%d) = %v outside [%v, %v]", n, d, backoffMin, backoffMax)
+				t.Fatalf("backoff(%d) = %v outside [%v, %v]", n, d, backoffMin, backoffMax)
 			}
 			prevMax = max(prevMax, d)
 		}
 	}
-	if Backoff(1) > backoffMin*5/4 {
-		t.Fatalf("first backoff %v, want about %v", Backoff(1), backoffMin)
+	if backoff(1) > backoffMin*5/4 {
+		t.Fatalf("first backoff %v, want about %v", backoff(1), backoffMin)
 	}
 	if prevMax < backoffMax*3/4 {
 		t.Fatalf("backoff never grew past %v", prevMax)

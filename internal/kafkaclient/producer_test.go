@@ -1,4 +1,4 @@
-package kafka
+package kafkaclient
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 
 	kafka "github.com/segmentio/kafka-go"
 
-	"github.com/reignpipe/reignpipe/internal/kafka/fragment"
+	"github.com/reignpipe/reignpipe/internal/kafkaclient/fragment"
 )
 
 func testProducer(t *testing.T, maxRecord int) *Producer {

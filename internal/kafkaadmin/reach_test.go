@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
+	"github.com/reignpipe/reignpipe/internal/kafkaclient"
 )
 
 type logBuffer struct {

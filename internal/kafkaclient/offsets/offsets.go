@@ -3,16 +3,17 @@
 // for each partition (the first record that is not done), and ignores acks, records and commits
 // that belong to a generation that was revoked by a rebalance.
 //
-// It does no I/O: the consumer (internal/kafka) reads the partitions, calls the broker to
+// It does no I/O: the consumer (internal/kafkaclient) reads the partitions, calls the broker to
 // commit, and reports to a Tracker what it read, handed out, got acked and committed.
 package offsets
 
 import (
+	"fmt"
 	"sort"
 	"sync"
 	"sync/atomic"
 
-	"github.com/reignpipe/reignpipe/internal/kafka/fragment"
+	"github.com/reignpipe/reignpipe/internal/kafkaclient/fragment"
 )
 
 // Watermark tracks which records of one partition are done, to find the offset a consumer
@@ -85,11 +86,13 @@ func (w *Watermark) Committable() int64 {
 // unacked ones and those acked after them.
 func (w *Watermark) Outstanding() int { return len(w.spans) }
 
-// TopicPartition names one partition of a topic.
+// TopicPartition names one partition of a topic (kafkaclient.TP outside).
 type TopicPartition struct {
 	Topic     string
 	Partition int
 }
+
+func (tp TopicPartition) String() string { return fmt.Sprintf("%s/%d", tp.Topic, tp.Partition) }
 
 // Generation is one consumer-group generation as this member saw it: the partitions assigned
 // and their watermarks. When it ends, everything in it is stale: acks are ignored and its

@@ -1,4 +1,4 @@
-package kafka
+package kafkaclient
 
 import (
 	"context"
@@ -62,7 +62,7 @@ func createTopic(t *testing.T, ctx context.Context, cfg ClientConfig, name strin
 		if err != nil && !Transient(err) {
 			t.Fatalf("creating topic %s: %v", name, err)
 		}
-		if !Sleep(ctx, Backoff(attempt)) {
+		if !WaitRetry(ctx, attempt) {
 			t.Fatalf("topic %s: no leader for every partition (%v)", name, err)
 		}
 	}

@@ -59,7 +59,7 @@ func retryLog(ctx context.Context, brokers []string, err error, started time.Tim
 
 // gaveUpError ends a wait for the cluster. It wraps ctx's error, so a caller still tells a
 // deadline from a cancel (an interrupt), and the last attempt's, which callers explain further
-// (a listener that keeps closing the connection wants SASL: pipelines/launch).
+// (a listener that keeps closing the connection wants SASL: pipelines/engine/cluster).
 type gaveUpError struct {
 	msg          string
 	ctxErr, last error

@@ -1,4 +1,4 @@
-package kafka
+package kafkaclient
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	kafka "github.com/segmentio/kafka-go"
 
-	"github.com/reignpipe/reignpipe/internal/kafka/fragment"
+	"github.com/reignpipe/reignpipe/internal/kafkaclient/fragment"
 )
 
 // Message is one logical message. Key is the document id: records with one key go to one
@@ -107,7 +107,7 @@ func (o *ProducerOptions) setDefaults() error {
 	if o.RetryTimeout == 0 {
 		o.RetryTimeout = defaultRetryTimeout
 	}
-	o.Logger = OrDefault(o.Logger)
+	o.Logger = orDefault(o.Logger)
 	return nil
 }
 
@@ -337,11 +337,11 @@ func (p *Producer) write(ctx context.Context, batch []pendingMsg) error {
 			return fmt.Errorf("kafka producer: writing %d records to %s: still failing after %s: %w",
 				len(recs), p.opts.Topic, p.opts.RetryTimeout, err)
 		}
-		wait := min(Backoff(attempt), remaining)
+		wait := min(backoff(attempt), remaining)
 		p.retries.Add(1)
 		p.log.Warn("kafka producer: write failed; retrying the batch", "topic", p.opts.Topic,
 			"records", len(recs), "attempt", attempt, "wait", wait, "err", firstError(err))
-		if !Sleep(ctx, wait) {
+		if !sleep(ctx, wait) {
 			return ctx.Err()
 		}
 	}

@@ -1,4 +1,4 @@
-package kafka
+package kafkaclient
 
 import (
 	"crypto/ecdsa"
@@ -127,7 +127,7 @@ func TestResolvedClient(t *testing.T) {
 	if rc.clientID != "reignpipe" {
 		t.Errorf("client id %q, want the default", rc.clientID)
 	}
-	d, tr := rc.Dialer(), rc.Transport()
+	d, tr := rc.dialer(), rc.Transport()
 	if d.TLS == nil || d.TLS.RootCAs == nil || len(d.TLS.Certificates) != 1 || d.TLS.ServerName != "broker.test" {
 		t.Errorf("dialer TLS not built from the files: %+v", d.TLS)
 	}

@@ -1,6 +1,4 @@
-// Package kafkatail reads every partition of some topics directly, with no consumer group: the
-// way a replica follows the chunk store's compacted topics (Kafka Streams' global tables).
-package kafkatail
+package kafkaclient
 
 import (
 	"context"
@@ -13,16 +11,12 @@ import (
 
 	kafka "github.com/segmentio/kafka-go"
 
-	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
+	"github.com/reignpipe/reignpipe/internal/kafkaclient/offsets"
 )
 
-// TP names one partition of a topic.
-type TP struct {
-	Topic     string
-	Partition int
-}
-
-func (tp TP) String() string { return fmt.Sprintf("%s/%d", tp.Topic, tp.Partition) }
+// TP names one partition of a topic, printed "topic/partition". It is the offset tracker's
+// key, so the consumer and the tail name partitions with one type.
+type TP = offsets.TopicPartition
 
 // Record is one record as a Tail reads it: no fragment reassembly (the topics a Tail reads are
 // written whole), no group, no commit.
@@ -62,22 +56,22 @@ type Tail struct {
 }
 
 // NewTail looks up the topics' partitions and starts reading them.
-func NewTail(ctx context.Context, cfg kafkaclient.ClientConfig, o TailOptions) (*Tail, error) {
+func NewTail(ctx context.Context, cfg ClientConfig, o TailOptions) (*Tail, error) {
 	rc, err := cfg.Resolve()
 	if err != nil {
 		return nil, err
 	}
 	if o.MaxFetchBytes <= 0 {
-		o.MaxFetchBytes = kafkaclient.DefaultMaxFetchBytes
+		o.MaxFetchBytes = defaultMaxFetchBytes
 	}
-	log := kafkaclient.OrDefault(o.Logger)
-	parts, err := Partitions(ctx, cfg, o.Topics...)
+	log := orDefault(o.Logger)
+	parts, err := listPartitions(ctx, cfg, o.Topics...)
 	if err != nil {
 		return nil, err
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	t := &Tail{out: make(chan Record, tailQueue), errc: make(chan error, 1), cancel: cancel, parts: parts}
-	dialer := rc.Dialer()
+	dialer := rc.dialer()
 	for _, tp := range parts {
 		start, ok := o.Start[tp]
 		if !ok {
@@ -92,8 +86,8 @@ func NewTail(ctx context.Context, cfg kafkaclient.ClientConfig, o TailOptions) (
 	return t, nil
 }
 
-// Partitions lists the partitions of the topics, sorted.
-func Partitions(ctx context.Context, cfg kafkaclient.ClientConfig, topics ...string) ([]TP, error) {
+// listPartitions lists the partitions of the topics, sorted.
+func listPartitions(ctx context.Context, cfg ClientConfig, topics ...string) ([]TP, error) {
 	rc, err := cfg.Resolve()
 	if err != nil {
 		return nil, err
@@ -111,7 +105,7 @@ func Partitions(ctx context.Context, cfg kafkaclient.ClientConfig, topics ...str
 			return nil, fmt.Errorf("kafka: topic %s: %w", t.Name, t.Error)
 		}
 		for _, p := range t.Partitions {
-			out = append(out, TP{t.Name, p.ID})
+			out = append(out, TP{Topic: t.Name, Partition: p.ID})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -125,12 +119,12 @@ func Partitions(ctx context.Context, cfg kafkaclient.ClientConfig, topics ...str
 
 // EndOffsets returns the high watermark (the offset the next record will get) of every
 // partition of the topics: what "caught up" means at the moment it is asked.
-func EndOffsets(ctx context.Context, cfg kafkaclient.ClientConfig, topics ...string) (map[TP]int64, error) {
+func EndOffsets(ctx context.Context, cfg ClientConfig, topics ...string) (map[TP]int64, error) {
 	rc, err := cfg.Resolve()
 	if err != nil {
 		return nil, err
 	}
-	parts, err := Partitions(ctx, cfg, topics...)
+	parts, err := listPartitions(ctx, cfg, topics...)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +145,7 @@ func EndOffsets(ctx context.Context, cfg kafkaclient.ClientConfig, topics ...str
 			if p.Error != nil {
 				return nil, fmt.Errorf("kafka: end offset of %s/%d: %w", topic, p.Partition, p.Error)
 			}
-			out[TP{topic, p.Partition}] = p.LastOffset
+			out[TP{Topic: topic, Partition: p.Partition}] = p.LastOffset
 		}
 	}
 	return out, nil
@@ -187,9 +181,9 @@ func (t *Tail) Close() {
 	t.wg.Wait()
 }
 
-func (t *Tail) read(ctx context.Context, rc kafkaclient.Resolved, dialer *kafka.Dialer, tp TP, start int64, maxBytes int, log *slog.Logger) {
+func (t *Tail) read(ctx context.Context, rc Resolved, dialer *kafka.Dialer, tp TP, start int64, maxBytes int, log *slog.Logger) {
 	log = log.With("topic", tp.Topic, "partition", tp.Partition)
-	r := kafkaclient.PartitionReader(rc, dialer, tp.Topic, tp.Partition, maxBytes, tailQueue, log, "kafka-tail")
+	r := partitionReader(rc, dialer, tp.Topic, tp.Partition, maxBytes, tailQueue, log, "kafka-tail")
 	defer r.Close()
 	if err := r.SetOffset(start); err != nil {
 		t.fail(fmt.Errorf("kafka: %s: setting the start offset %d: %w", tp, start, err))
@@ -202,7 +196,7 @@ func (t *Tail) read(ctx context.Context, rc kafkaclient.Resolved, dialer *kafka.
 			if ctx.Err() != nil {
 				return
 			}
-			if kafkaclient.FatalAuth(err) {
+			if fatalAuth(err) {
 				t.fail(fmt.Errorf("kafka: reading %s: %w", tp, err))
 				return
 			}
@@ -219,7 +213,7 @@ func (t *Tail) read(ctx context.Context, rc kafkaclient.Resolved, dialer *kafka.
 			}
 			attempt++
 			log.Warn("kafka tail: fetch failed; retrying", "offset", next, "attempt", attempt, "err", err)
-			if !kafkaclient.Sleep(ctx, kafkaclient.Backoff(attempt)) {
+			if !WaitRetry(ctx, attempt) {
 				return
 			}
 			continue
