@@ -1,11 +1,21 @@
 package reaggregate
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"math"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/internal/testenv"
+	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/aggregate"
+	"github.com/reignpipe/reignpipe/stages/gn"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
 
@@ -55,5 +65,88 @@ func TestReader(t *testing.T) {
 	}
 	if _, err := rd.Vector("t:none", mp); err == nil {
 		t.Fatal("a document without a manifest gave a vector")
+	}
+}
+
+// countingSink records, for each flush, how many vectors it had taken since the last one.
+type countingSink struct {
+	n       int
+	batches []int
+}
+
+func (s *countingSink) Write(context.Context, schemas.DocVector) error { s.n++; return nil }
+func (s *countingSink) Flush(context.Context) error {
+	if s.n > 0 {
+		s.batches = append(s.batches, s.n)
+	}
+	s.n = 0
+	return nil
+}
+func (s *countingSink) Close(ctx context.Context) error { return s.Flush(ctx) }
+
+// Re-aggregation into the configured sinks commits at the run's cadence (run.commit_every), so
+// a sink -- a database's transaction -- never holds more than that many vectors, however large
+// the corpus; a document whose window is missing is dead-lettered, not lost in a log line.
+func TestRunIntoCommitsAtTheRunCadence(t *testing.T) {
+	model, tok := testenv.GN(t, "bge-small-en-v15")
+	dir := t.TempDir()
+	y := fmt.Sprintf(`version: 1
+name: rc
+source: {type: jsonl, path: unused.jsonl}
+gn: {name: bge-small-en-v15, model: %q, tokenizer: %q}
+chunking: {k: 64, s: 64}
+cache: {dir: %q}
+sinks: [{type: parquet, dir: %q}]
+run: {state_dir: %q, commit_every: 10, progress: off}
+`, model, tok, filepath.Join(dir, "cache"), filepath.Join(dir, "vectors"), filepath.Join(dir, "state"))
+	cfg, err := pipelines.Parse([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := gn.Identify(gn.Config{Name: "bge-small-en-v15", Model: model, Tokenizer: tok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := shardcache.Open(shardcache.Options{Dir: cfg.Cache.Dir, Fingerprint: id.Fingerprint, Dim: id.Dim, K: 64, S: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	emb := make([]float32, id.Dim)
+	emb[0] = 1
+	for k := uint64(1); k <= 3; k++ {
+		if _, err := c.Add(shardcache.Row{Key: k, DocID: "t:0", Embedding: emb}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 35 {
+		keys := []uint64{1, 2, 3}
+		if i == 17 {
+			keys = []uint64{1, 99} // 99 is in no shard
+		}
+		if err := c.PutManifest(shardcache.Manifest{DocID: fmt.Sprintf("t:%d", i), Version: "1", Keys: keys}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sink := &countingSink{}
+	sum, err := RunInto(context.Background(), cfg, func(gn.Identity, aggregate.Aggregator, aggregate.Aggregator) ([]connectors.Sink, []string, error) {
+		return []connectors.Sink{sink}, []string{"counting"}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Documents != 35 || sum.Written != 34 || sum.Failed != 1 || sum.Commits != 4 {
+		t.Fatalf("summary %+v", sum)
+	}
+	for _, n := range sink.batches {
+		if n > 10 {
+			t.Fatalf("a commit held %d vectors, over run.commit_every 10: %v", n, sink.batches)
+		}
+	}
+	dl, err := os.ReadFile(cfg.DeadLetterPath())
+	if err != nil || !strings.Contains(string(dl), `"t:17"`) || !strings.Contains(string(dl), "not in the cache") {
+		t.Fatalf("dead letters %q (%v)", dl, err)
 	}
 }
