@@ -9,7 +9,6 @@
 package pipelines
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -46,15 +45,28 @@ type Config struct {
 	root *yaml.Node // kept to report the line of a bad value
 }
 
-// The component sections -- source, sinks[], aggregate -- and Duration are declared with the
-// component registry (package pipelines/registry), which the components read them through;
-// they are this package's own types under these names.
+// The component sections -- source, sinks[], aggregate -- are declared with the component
+// registry (package pipelines/registry), which the components read them through; they are this
+// package's own types under these names. Each holds the keys every type of its role reads and,
+// in Settings, the keys of the type it names (the struct that type declares).
 type (
 	SourceConfig    = registry.SourceConfig
 	SinkConfig      = registry.SinkConfig
 	AggregateConfig = registry.AggregateConfig
-	Duration        = registry.Duration
 )
+
+// Duration is a time.Duration written as "20ms", "5s" in YAML.
+type Duration struct{ time.Duration }
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration (e.g. 20ms, 5s)", n.Line, n.Value)
+	}
+	d.Duration = v
+	return nil
+}
 
 // RuntimeConfig locates the ONNX Runtime library (one environment per process).
 type RuntimeConfig struct {
@@ -178,14 +190,19 @@ func Parse(data []byte) (*Config, error) {
 	if len(root.Content) == 0 {
 		return nil, errors.New("empty pipeline definition")
 	}
-	if err := checkShape(root.Content[0]); err != nil {
+	reg, top := components.Builtin(), root.Content[0]
+	// The shape check is what makes decoding strict: it refuses every key that Config, or the
+	// settings of the component type a section names, does not have, so the decoder (which
+	// cannot be strict about a mapping decoded into two structs) meets only known keys.
+	if err := newShape(reg).checkShape(top); err != nil {
 		return nil, err
 	}
 	c := Defaults()
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(c); err != nil {
+	if err := top.Decode(c); err != nil {
 		return nil, plainYAMLError(err) // what the shape check did not foresee, still in YAML terms
+	}
+	if err := c.decodeSettings(reg, top); err != nil {
+		return nil, plainYAMLError(err)
 	}
 	c.root = &root
 	c.fillProviderDefaults()
@@ -193,6 +210,45 @@ func Parse(data []byte) (*Config, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// decodeSettings decodes each component section a second time, into the settings struct of
+// the type it names (with that type's defaults for the keys left out).
+func (c *Config) decodeSettings(reg *registry.Registry, top *yaml.Node) error {
+	decode := func(config func() any, n *yaml.Node) (any, error) {
+		if config == nil {
+			return nil, nil
+		}
+		settings := config()
+		if n != nil && !isNull(n) {
+			if err := n.Decode(settings); err != nil {
+				return nil, err
+			}
+		}
+		return settings, nil
+	}
+	var err error
+	if s, ok := reg.Source(c.Source.Type); ok {
+		if c.Source.Settings, err = decode(s.Config, lookup(top, "source")); err != nil {
+			return err
+		}
+	}
+	if a, ok := reg.Aggregator(c.Aggregate.Type); ok {
+		if c.Aggregate.Settings, err = decode(a.Config, lookup(top, "aggregate")); err != nil {
+			return err
+		}
+	}
+	sinks := lookup(top, "sinks")
+	for i := range c.Sinks {
+		s, ok := reg.Sink(c.Sinks[i].Type)
+		if !ok || sinks == nil || i >= len(sinks.Content) {
+			continue
+		}
+		if c.Sinks[i].Settings, err = decode(s.Config, resolveAlias(sinks.Content[i])); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Defaults is the configuration a key left out takes.
@@ -207,7 +263,7 @@ func Defaults() *Config {
 		Batching: BatchingConfig{TokenBudget: gnbatch.For("cpu").TokenBudget, MaxBatch: gnbatch.For("cpu").MaxBatch,
 			MaxWait: Duration{Duration: 20 * time.Millisecond}},
 		Cache:     CacheConfig{Dir: "out/cache", RowsPerShard: 8192},
-		Aggregate: AggregateConfig{Type: "meanpool", SingleChunk: "reign"},
+		Aggregate: AggregateConfig{Type: "meanpool"},
 		Run: RunConfig{
 			StateDir: "out/state", CommitEvery: commitpolicy.Every, CommitInterval: Duration{Duration: commitpolicy.Interval},
 			Queue: 64, Progress: "auto", DrainTimeout: Duration{Duration: 30 * time.Second}, InflightBytes: 64 << 20,
@@ -287,16 +343,16 @@ func (c *Config) under(section string) registry.Bad {
 
 // Validate checks every value and reports the first bad one with its line. The component
 // sections (source, aggregate, sinks) are checked against the built-in component registry:
-// their types, the keys each type reads, and each type's own rules.
+// their types and each type's own rules (its settings' Validate).
 func (c *Config) Validate() error {
-	reg, def := components.Builtin(), Defaults()
+	reg := components.Builtin()
 	switch {
 	case c.Version != 1:
 		return c.bad("version", "unsupported version %d (this reignpipe reads version 1)", c.Version)
 	case c.Name == "":
 		return c.bad("name", "a pipeline needs a name (it keys the checkpoint)")
 	}
-	if err := reg.CheckSource(c.Source, def.Source, c.under("source")); err != nil {
+	if err := reg.CheckSource(c.Source, c.under("source")); err != nil {
 		return err
 	}
 	switch {
@@ -329,7 +385,7 @@ func (c *Config) Validate() error {
 	case c.Cache.RowsPerShard < 1:
 		return c.bad("cache.rows_per_shard", "must be >= 1")
 	}
-	if err := reg.CheckAggregate(c.Aggregate, def.Aggregate, c.under("aggregate")); err != nil {
+	if err := reg.CheckAggregate(c.Aggregate, c.under("aggregate")); err != nil {
 		return err
 	}
 	switch {
@@ -358,13 +414,14 @@ func (c *Config) Validate() error {
 		if err := reg.CheckSink(s, c.under(p)); err != nil {
 			return err
 		}
-		if s.Dir == "" {
+		dir := s.Dir()
+		if dir == "" {
 			continue
 		}
-		if dirs[filepath.Clean(s.Dir)] {
-			return c.bad(p+".dir", "%s is used by another sink", s.Dir)
+		if dirs[filepath.Clean(dir)] {
+			return c.bad(p+".dir", "%s is used by another sink", dir)
 		}
-		dirs[filepath.Clean(s.Dir)] = true
+		dirs[filepath.Clean(dir)] = true
 	}
 	return c.validateTransport()
 }

@@ -77,7 +77,7 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (_ *runner.Summa
 			return nil, err
 		}
 		for _, s := range cfg.Sinks {
-			if err := ClearDir(s.Dir); err != nil {
+			if err := ClearDir(s.Dir()); err != nil {
 				return nil, err
 			}
 		}
