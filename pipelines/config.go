@@ -133,7 +133,8 @@ type RunConfig struct {
 }
 
 // Load reads, expands and validates a pipeline file. ${VAR} and ${VAR:-default} are expanded
-// from the environment before parsing; REIGNPIPE_HOME defaults to ~/.cache/reignpipe.
+// from the environment in its values, after parsing (expand.go); REIGNPIPE_HOME defaults to
+// Home().
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -155,8 +156,6 @@ type noPipelineFile string
 func (p noPipelineFile) Error() string { return "no pipeline file " + string(p) }
 func (p noPipelineFile) Unwrap() error { return fs.ErrNotExist }
 
-var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
-
 // Home is the directory ops/fetch fills.
 func Home() string {
 	if h := os.Getenv("REIGNPIPE_HOME"); h != "" {
@@ -166,29 +165,23 @@ func Home() string {
 	return filepath.Join(h, ".cache", "reignpipe")
 }
 
-func expand(data []byte) []byte {
-	return envRef.ReplaceAllFunc(data, func(m []byte) []byte {
-		sub := envRef.FindSubmatch(m)
-		name := string(sub[1])
-		if v, ok := os.LookupEnv(name); ok && v != "" {
-			return []byte(v)
-		}
-		if name == "REIGNPIPE_HOME" {
-			return []byte(Home())
-		}
-		return sub[3]
-	})
-}
-
 // Parse decodes and validates a pipeline definition.
 func Parse(data []byte) (*Config, error) {
-	data = expand(data)
+	return parse(data, os.LookupEnv)
+}
+
+// parse is Parse with the environment lookup given (tests).
+func parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
+	text, refs := protect(data)
 	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, plainYAMLError(err)
+	if err := yaml.Unmarshal(text, &root); err != nil {
+		return nil, errors.New(refs.restore(plainYAMLError(err).Error()))
 	}
 	if len(root.Content) == 0 {
 		return nil, errors.New("empty pipeline definition")
+	}
+	if err := refs.expandEnv(&root, lookup); err != nil {
+		return nil, err
 	}
 	reg, top := components.Builtin(), root.Content[0]
 	// The shape check is what makes decoding strict: it refuses every key that Config, or the

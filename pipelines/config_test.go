@@ -123,17 +123,6 @@ func TestOtherTypesKeys(t *testing.T) {
 	}
 }
 
-func TestEnvExpansion(t *testing.T) {
-	t.Setenv("RP_TEST_IN", "/data/x.jsonl")
-	c, err := Parse([]byte(strings.Replace(minimal, "in.jsonl", "${RP_TEST_IN}", 1) + "cache:\n  dir: ${RP_TEST_UNSET:-fallback}/cache\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Source.Path != "/data/x.jsonl" || c.Cache.Dir != "fallback/cache" {
-		t.Fatalf("expansion: %q %q", c.Source.Path, c.Cache.Dir)
-	}
-}
-
 // The shipped pipeline files must stay valid.
 func TestShippedPipelinesLoad(t *testing.T) {
 	files, _ := filepath.Glob("*.yaml")
