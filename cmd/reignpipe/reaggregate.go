@@ -39,7 +39,7 @@ func cmdReaggregate(ctx context.Context, args []string) error {
 	}
 	sinks := reaggregate.ParquetSinks(*out)
 	if *toSinks {
-		sinks = launch.ConfiguredSinks(cfg)
+		sinks = launch.ConfiguredSinks(ctx, cfg)
 	}
 	sum, err := reaggregate.RunInto(ctx, cfg, sinks)
 	if err != nil && sum.Documents == 0 {

@@ -190,7 +190,7 @@ func fileSink(typ, doc string, open func(dir string, env registry.SinkEnv) (conn
 	config := func() any { return &vectorfile.Config{} }
 	return registry.Sink{
 		Type: typ, Doc: doc, Config: config,
-		Open: func(c registry.SinkConfig, env registry.SinkEnv) (connectors.Sink, error) {
+		Open: func(_ context.Context, c registry.SinkConfig, env registry.SinkEnv) (connectors.Sink, error) {
 			dir := settingsOf[*vectorfile.Config](c.Settings, config).Dir
 			s, err := open(dir, env)
 			if err != nil {
@@ -212,7 +212,7 @@ func kafkaConfig() any { return &kafka.VectorSinkConfig{} }
 func kafkaSink() registry.Sink {
 	return registry.Sink{
 		Type: "kafka", Doc: "vectors to a compacted topic keyed by doc id (transport.type: kafka)", Config: kafkaConfig,
-		Open: func(c registry.SinkConfig, env registry.SinkEnv) (connectors.Sink, error) {
+		Open: func(_ context.Context, c registry.SinkConfig, env registry.SinkEnv) (connectors.Sink, error) {
 			if env.Kafka == nil {
 				return nil, errors.New("a kafka sink needs transport.type: kafka")
 			}
@@ -241,8 +241,9 @@ func pgvectorSink() registry.Sink {
 	return registry.Sink{
 		Type: "pgvector", Doc: "vectors into PostgreSQL + pgvector, one table per vector space, newest version per doc id",
 		Config: pgvectorConfig,
-		Open: func(c registry.SinkConfig, env registry.SinkEnv) (connectors.Sink, error) {
-			return pgvector.Open(context.Background(), pgvector.Options{Config: *PgvectorSettings(c), Dim: env.Dim, GNDim: env.GNDim, Key: env.Key})
+		// ctx bounds the wait for a database that is down (retry_timeout): a signal stops it.
+		Open: func(ctx context.Context, c registry.SinkConfig, env registry.SinkEnv) (connectors.Sink, error) {
+			return pgvector.Open(ctx, pgvector.Options{Config: *PgvectorSettings(c), Dim: env.Dim, GNDim: env.GNDim, Key: env.Key})
 		},
 		Output: func(c registry.SinkConfig) string {
 			p := PgvectorSettings(c)

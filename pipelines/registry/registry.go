@@ -12,6 +12,7 @@
 package registry
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"slices"
@@ -60,7 +61,9 @@ type Sink struct {
 	Type   string
 	Doc    string
 	Config func() any // as Source.Config
-	Open   func(c SinkConfig, env SinkEnv) (connectors.Sink, error)
+	// Open opens the sink; ctx bounds what opening waits for (a database that is down), so a
+	// signal stops a run that is still connecting.
+	Open func(ctx context.Context, c SinkConfig, env SinkEnv) (connectors.Sink, error)
 	// Output names where the sink writes, for the run summary.
 	Output func(c SinkConfig) string
 	// Transport is the transport.type the sink needs ("" = any): where its connection

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -141,7 +142,7 @@ func TestValidateRefuses(t *testing.T) {
 		{"inline rules not applied", func(r *Registry) { r.Sources[2].Config = func() any { return &unvalidated{} } },
 			"the settings inline watchSettings, which has a Validate, but have none themselves"},
 		{"a default tag that is not the default", func(r *Registry) {
-			r.Sinks = append(r.Sinks, Sink{Type: "s", Open: func(SinkConfig, SinkEnv) (connectors.Sink, error) { return nil, nil },
+			r.Sinks = append(r.Sinks, Sink{Type: "s", Open: func(context.Context, SinkConfig, SinkEnv) (connectors.Sink, error) { return nil, nil },
 				Output: func(SinkConfig) string { return "" }, Config: func() any { return &wrongDefault{Depth: 2} }})
 		}, `sink "s": key depth: the default tag says "3", Config gives 2`},
 	}

@@ -267,7 +267,7 @@ func (e *stageEnv) aggregate(ctx context.Context, dl connectors.DeadLetterSink, 
 	}
 	defer pp.Close()
 	gnID, params, agg, companion := pp.GN, pp.Params, pp.Aggregator, pp.Companion
-	outs, _, closeSinks, err := launch.OpenSinks(cfg, launch.SinkEnv(gnID, params, agg, companion, e.kafkaSink))
+	outs, _, closeSinks, err := launch.OpenSinks(ctx, cfg, launch.SinkEnv(gnID, params, agg, companion, e.kafkaSink))
 	if err != nil {
 		return nil, err
 	}

@@ -376,7 +376,7 @@ func Promote(ctx context.Context, cfg *pipelines.Config, best, out string, apply
 	}
 	rcfg := *cfg
 	rcfg.Aggregate = components.WithCheckpoint(cfg.Aggregate, ckpt)
-	as, err := reaggregate.RunInto(ctx, &rcfg, launch.ConfiguredSinks(&rcfg))
+	as, err := reaggregate.RunInto(ctx, &rcfg, launch.ConfiguredSinks(ctx, &rcfg))
 	if err != nil {
 		return ckpt, &as, fmt.Errorf("tune: --apply: %w", err)
 	}
