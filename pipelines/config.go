@@ -9,7 +9,6 @@
 package pipelines
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -46,15 +45,28 @@ type Config struct {
 	root *yaml.Node // kept to report the line of a bad value
 }
 
-// The component sections -- source, sinks[], aggregate -- and Duration are declared with the
-// component registry (package pipelines/registry), which the components read them through;
-// they are this package's own types under these names.
+// The component sections -- source, sinks[], aggregate -- are declared with the component
+// registry (package pipelines/registry), which the components read them through; they are this
+// package's own types under these names. Each holds the keys every type of its role reads and,
+// in Settings, the keys of the type it names (the struct that type declares).
 type (
 	SourceConfig    = registry.SourceConfig
 	SinkConfig      = registry.SinkConfig
 	AggregateConfig = registry.AggregateConfig
-	Duration        = registry.Duration
 )
+
+// Duration is a time.Duration written as "20ms", "5s" in YAML.
+type Duration struct{ time.Duration }
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration (e.g. 20ms, 5s)", n.Line, n.Value)
+	}
+	d.Duration = v
+	return nil
+}
 
 // RuntimeConfig locates the ONNX Runtime library (one environment per process).
 type RuntimeConfig struct {
@@ -130,7 +142,8 @@ type RunConfig struct {
 }
 
 // Load reads, expands and validates a pipeline file. ${VAR} and ${VAR:-default} are expanded
-// from the environment before parsing; REIGNPIPE_HOME defaults to ~/.cache/reignpipe.
+// from the environment in its values, after parsing (expand.go); REIGNPIPE_HOME defaults to
+// Home().
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -152,8 +165,6 @@ type noPipelineFile string
 func (p noPipelineFile) Error() string { return "no pipeline file " + string(p) }
 func (p noPipelineFile) Unwrap() error { return fs.ErrNotExist }
 
-var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
-
 // Home is the directory ops/fetch fills.
 func Home() string {
 	if h := os.Getenv("REIGNPIPE_HOME"); h != "" {
@@ -163,38 +174,37 @@ func Home() string {
 	return filepath.Join(h, ".cache", "reignpipe")
 }
 
-func expand(data []byte) []byte {
-	return envRef.ReplaceAllFunc(data, func(m []byte) []byte {
-		sub := envRef.FindSubmatch(m)
-		name := string(sub[1])
-		if v, ok := os.LookupEnv(name); ok && v != "" {
-			return []byte(v)
-		}
-		if name == "REIGNPIPE_HOME" {
-			return []byte(Home())
-		}
-		return sub[3]
-	})
-}
-
 // Parse decodes and validates a pipeline definition.
 func Parse(data []byte) (*Config, error) {
-	data = expand(data)
+	return parse(data, os.LookupEnv)
+}
+
+// parse is Parse with the environment lookup given (tests).
+func parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
+	text, refs := protect(data)
 	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, plainYAMLError(err)
+	if err := yaml.Unmarshal(text, &root); err != nil {
+		return nil, errors.New(refs.restore(plainYAMLError(err).Error()))
 	}
 	if len(root.Content) == 0 {
 		return nil, errors.New("empty pipeline definition")
 	}
-	if err := checkShape(root.Content[0]); err != nil {
+	if err := refs.expandEnv(&root, lookup); err != nil {
+		return nil, err
+	}
+	reg, top := components.Builtin(), root.Content[0]
+	// The shape check is what makes decoding strict: it refuses every key that Config, or the
+	// settings of the component type a section names, does not have, so the decoder (which
+	// cannot be strict about a mapping decoded into two structs) meets only known keys.
+	if err := newShape(reg).checkShape(top); err != nil {
 		return nil, err
 	}
 	c := Defaults()
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(c); err != nil {
+	if err := top.Decode(c); err != nil {
 		return nil, plainYAMLError(err) // what the shape check did not foresee, still in YAML terms
+	}
+	if err := c.decodeSettings(reg, top); err != nil {
+		return nil, plainYAMLError(err)
 	}
 	c.root = &root
 	c.fillProviderDefaults()
@@ -202,6 +212,45 @@ func Parse(data []byte) (*Config, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// decodeSettings decodes each component section a second time, into the settings struct of
+// the type it names (with that type's defaults for the keys left out).
+func (c *Config) decodeSettings(reg *registry.Registry, top *yaml.Node) error {
+	decode := func(config func() any, n *yaml.Node) (any, error) {
+		if config == nil {
+			return nil, nil
+		}
+		settings := config()
+		if n != nil && !isNull(n) {
+			if err := n.Decode(settings); err != nil {
+				return nil, err
+			}
+		}
+		return settings, nil
+	}
+	var err error
+	if s, ok := reg.Source(c.Source.Type); ok {
+		if c.Source.Settings, err = decode(s.Config, lookup(top, "source")); err != nil {
+			return err
+		}
+	}
+	if a, ok := reg.Aggregator(c.Aggregate.Type); ok {
+		if c.Aggregate.Settings, err = decode(a.Config, lookup(top, "aggregate")); err != nil {
+			return err
+		}
+	}
+	sinks := lookup(top, "sinks")
+	for i := range c.Sinks {
+		s, ok := reg.Sink(c.Sinks[i].Type)
+		if !ok || sinks == nil || i >= len(sinks.Content) {
+			continue
+		}
+		if c.Sinks[i].Settings, err = decode(s.Config, resolveAlias(sinks.Content[i])); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Defaults is the configuration a key left out takes.
@@ -216,7 +265,7 @@ func Defaults() *Config {
 		Batching: BatchingConfig{TokenBudget: gnbatch.For("cpu").TokenBudget, MaxBatch: gnbatch.For("cpu").MaxBatch,
 			MaxWait: Duration{Duration: 20 * time.Millisecond}},
 		Cache:     CacheConfig{Dir: "out/cache", RowsPerShard: 8192},
-		Aggregate: AggregateConfig{Type: "meanpool", SingleChunk: "reign"},
+		Aggregate: AggregateConfig{Type: "meanpool"},
 		Run: RunConfig{
 			StateDir: "out/state", CommitEvery: commitpolicy.Every, CommitInterval: Duration{Duration: commitpolicy.Interval},
 			Queue: 64, Progress: "auto", DrainTimeout: Duration{Duration: 30 * time.Second}, InflightBytes: 64 << 20,
@@ -296,16 +345,16 @@ func (c *Config) under(section string) registry.Bad {
 
 // Validate checks every value and reports the first bad one with its line. The component
 // sections (source, aggregate, sinks) are checked against the built-in component registry:
-// their types, the keys each type reads, and each type's own rules.
+// their types and each type's own rules (its settings' Validate).
 func (c *Config) Validate() error {
-	reg, def := components.Builtin(), Defaults()
+	reg := components.Builtin()
 	switch {
 	case c.Version != 1:
 		return c.bad("version", "unsupported version %d (this reignpipe reads version 1)", c.Version)
 	case c.Name == "":
 		return c.bad("name", "a pipeline needs a name (it keys the checkpoint)")
 	}
-	if err := reg.CheckSource(c.Source, def.Source, c.under("source")); err != nil {
+	if err := reg.CheckSource(c.Source, c.under("source")); err != nil {
 		return err
 	}
 	switch {
@@ -338,7 +387,7 @@ func (c *Config) Validate() error {
 	case c.Cache.RowsPerShard < 1:
 		return c.bad("cache.rows_per_shard", "must be >= 1")
 	}
-	if err := reg.CheckAggregate(c.Aggregate, def.Aggregate, c.under("aggregate")); err != nil {
+	if err := reg.CheckAggregate(c.Aggregate, c.under("aggregate")); err != nil {
 		return err
 	}
 	switch {
@@ -367,13 +416,14 @@ func (c *Config) Validate() error {
 		if err := reg.CheckSink(s, c.under(p)); err != nil {
 			return err
 		}
-		if s.Dir == "" {
+		dir := s.Dir()
+		if dir == "" {
 			continue
 		}
-		if dirs[filepath.Clean(s.Dir)] {
-			return c.bad(p+".dir", "%s is used by another sink", s.Dir)
+		if dirs[filepath.Clean(dir)] {
+			return c.bad(p+".dir", "%s is used by another sink", dir)
 		}
-		dirs[filepath.Clean(s.Dir)] = true
+		dirs[filepath.Clean(dir)] = true
 	}
 	return c.validateTransport()
 }

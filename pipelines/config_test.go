@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reignpipe/reignpipe/pipelines/components"
 	"github.com/reignpipe/reignpipe/stages/gn/gnbatch"
 )
 
@@ -34,8 +35,8 @@ func TestKafkaSinkFormats(t *testing.T) {
 		if err != nil {
 			t.Fatalf("format %q: %v", f, err)
 		}
-		if c.Sinks[0].Format != f {
-			t.Fatalf("format %q read as %q", f, c.Sinks[0].Format)
+		if got := components.KafkaSettings(c.Sinks[0]).Format; got != f {
+			t.Fatalf("format %q read as %q", f, got)
 		}
 	}
 }
@@ -96,27 +97,29 @@ func TestRejectsWithLine(t *testing.T) {
 	}
 }
 
-// Keys left at their default, or written empty, are not "set" for a type that does not read
-// them.
-func TestOtherTypesKeysAtDefault(t *testing.T) {
-	for _, y := range []string{
-		strings.Replace(minimal, "  path: in.jsonl\n", "  path: in.jsonl\n  sections: []\n  workers: 0\n", 1),
-		minimal + "aggregate:\n  single_chunk: reign\n",
-	} {
-		if _, err := Parse([]byte(y)); err != nil {
-			t.Errorf("%v\n%s", err, y)
-		}
+// A key another type reads is refused under this one even at its default or empty: no
+// component of this type reads it, so it can only be a left-over of another type or a slip.
+// A type's own keys at their defaults are accepted.
+func TestOtherTypesKeys(t *testing.T) {
+	src := func(typ, extra string) string {
+		return strings.Replace(strings.Replace(minimal, "type: jsonl", "type: "+typ, 1), "  path: in.jsonl\n", "  path: in.jsonl\n"+extra, 1)
 	}
-}
-
-func TestEnvExpansion(t *testing.T) {
-	t.Setenv("RP_TEST_IN", "/data/x.jsonl")
-	c, err := Parse([]byte(strings.Replace(minimal, "in.jsonl", "${RP_TEST_IN}", 1) + "cache:\n  dir: ${RP_TEST_UNSET:-fallback}/cache\n"))
-	if err != nil {
-		t.Fatal(err)
+	cases := []struct{ name, yaml, want string }{
+		{"workers 0 on jsonl", src("jsonl", "  workers: 0\n"), "line 6: source.workers: applies only to the wikipedia source"},
+		{"empty sections on jsonl", src("jsonl", "  sections: []\n"), "line 6: source.sections: applies only to the uspto source"},
+		{"null index on uspto", src("uspto", "  index:\n"), "line 6: source.index: applies only to the wikipedia source"},
+		{"single_chunk on meanpool", minimal + "aggregate:\n  single_chunk: reign\n", "line 10: aggregate.single_chunk: applies only to the reign aggregator"},
+		{"dsn on jsonl sink", minimal + "    dsn: \"\"\n", "line 9: sinks.0.dsn: applies only to the pgvector sink"},
+		{"own keys at defaults", src("wikipedia", "  workers: 0\n  index: \"\"\n") + "aggregate:\n  type: meanpool\n", ""},
+		{"watch keys at defaults", src("uspto", "  watch: false\n  sections: [title, claims]\n"), ""},
 	}
-	if c.Source.Path != "/data/x.jsonl" || c.Cache.Dir != "fallback/cache" {
-		t.Fatalf("expansion: %q %q", c.Source.Path, c.Cache.Dir)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse([]byte(c.yaml))
+			if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+				t.Fatalf("%v, want %q\n%s", err, c.want, c.yaml)
+			}
+		})
 	}
 }
 
@@ -148,6 +151,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(minimal))
 	f.Add([]byte("version: 1\nname: [\n"))
 	f.Add([]byte("sinks: {a: b}\n"))
+	f.Add([]byte(pgvectorPipeline + "    index: deferred\n    retry_timeout: 5s\n"))
+	f.Add([]byte(strings.Replace(minimal, "type: jsonl", "type: uspto\n  <<: {watch: true, sections: [claims]}", 1)))
+	f.Add([]byte("x: &s {type: pgvector, dsn: d}\nsinks: [*s, {type: kafka, topic: t}]\naggregate: {type: reign, checkpoint: c}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data)
 		if err == nil && c.Validate() != nil {

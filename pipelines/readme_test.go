@@ -103,6 +103,23 @@ func readmeKeys(t *testing.T) map[string]bool {
 func TestREADMEConfigKeys(t *testing.T) {
 	leaves, groups := map[string]bool{}, map[string]bool{}
 	configKeys(reflect.TypeOf(Config{}), "", leaves, groups)
+	// The component sections' type keys, from the settings each type declares.
+	reg := components.Builtin()
+	for _, s := range reg.Sources {
+		for _, k := range s.Keys() {
+			leaves["source."+k.Name] = true
+		}
+	}
+	for _, s := range reg.Sinks {
+		for _, k := range s.Keys() {
+			leaves["sinks[]."+k.Name] = true
+		}
+	}
+	for _, a := range reg.Aggregators {
+		for _, k := range a.Keys() {
+			leaves["aggregate."+k.Name] = true
+		}
+	}
 	documented := readmeKeys(t)
 	if len(documented) < 20 {
 		t.Fatalf("read only %d keys from the README table", len(documented))
@@ -125,9 +142,9 @@ func TestREADMEConfigKeys(t *testing.T) {
 }
 
 // The README's key table and the component registry agree: every registered type is named in
-// its section's type row, every key a component declares is documented with the registry's
-// default, and every key of a component section is declared by the registry (by its role or a
-// type), so none is read without a doc.
+// its section's type row, every key a component declares (a field of its settings struct) is
+// documented with the default its tag gives, and every key of a component section's common
+// struct is declared by the registry, so none is read without a doc.
 func TestREADMEComponents(t *testing.T) {
 	reg := components.Builtin()
 	if err := reg.Validate(); err != nil {
@@ -156,18 +173,18 @@ func TestREADMEComponents(t *testing.T) {
 		config  reflect.Type
 	}
 	roles := []role{
-		{section: "source", keys: map[string][]registry.Key{"": reg.SourceKeys}, config: reflect.TypeOf(SourceConfig{})},
+		{section: "source", keys: map[string][]registry.Key{"": reg.SourceKeys()}, config: reflect.TypeOf(SourceConfig{})},
 		{section: "sinks[]", keys: map[string][]registry.Key{}, config: reflect.TypeOf(SinkConfig{})},
 		{section: "aggregate", keys: map[string][]registry.Key{}, config: reflect.TypeOf(AggregateConfig{})},
 	}
 	for _, s := range reg.Sources {
-		roles[0].types, roles[0].keys[s.Type] = append(roles[0].types, s.Type), s.Keys
+		roles[0].types, roles[0].keys[s.Type] = append(roles[0].types, s.Type), s.Keys()
 	}
 	for _, s := range reg.Sinks {
-		roles[1].types, roles[1].keys[s.Type] = append(roles[1].types, s.Type), s.Keys
+		roles[1].types, roles[1].keys[s.Type] = append(roles[1].types, s.Type), s.Keys()
 	}
 	for _, a := range reg.Aggregators {
-		roles[2].types, roles[2].keys[a.Type] = append(roles[2].types, a.Type), a.Keys
+		roles[2].types, roles[2].keys[a.Type] = append(roles[2].types, a.Type), a.Keys()
 	}
 	for _, ro := range roles {
 		typeKey := ro.section + ".type"

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reignpipe/reignpipe/connectors/kafka"
 	"github.com/reignpipe/reignpipe/pipelines/components"
 )
 
@@ -129,7 +130,7 @@ func (k KafkaConfig) SASLPassword() (string, error) {
 	return k.SASL.Password, nil
 }
 
-var topicRe = components.TopicName
+var topicRe = kafka.TopicName
 
 func (c *Config) validateTransport() error {
 	t := c.Transport

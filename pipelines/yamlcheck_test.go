@@ -1,18 +1,22 @@
 package pipelines
 
 import (
-	"reflect"
+	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/reignpipe/reignpipe/pipelines/components"
 	"github.com/reignpipe/reignpipe/pipelines/registry"
 )
 
 // goWords are what a message about a pipeline file must never say: Go type and package names
-// and the YAML library's own wording.
-var goWords = regexp.MustCompile(`pipelines\.|registry\.|\[\]|\bint(64|32)?\b|\bstring\b|\bfloat|yaml:|unmarshal|!!`)
+// and the YAML library's own wording. ("sinks[].dsn" is the README's way to write a key of
+// every sinks entry; "[]string" is Go's.)
+var goWords = regexp.MustCompile(`pipelines\.|registry\.|\[\]\w|\bint(64|32)?\b|\bstring\b|\bfloat|yaml:|unmarshal|!!`)
 
 // A pipeline file's mistakes are reported with the YAML path, the line, and the nearest valid
 // key or the kind of value the key takes -- never in Go's words.
@@ -28,7 +32,14 @@ func TestShapeMessages(t *testing.T) {
 		{"key at the wrong level", minimal + "k: 256\n", "line 9: k: unknown key; did you mean chunking.k?"},
 		{"source component key", src("  patern: '*.jsonl'\n"), "line 6: source.patern: unknown key; did you mean source.pattern?"},
 		{"sink key", minimal + "    dri: out/w\n", "line 9: sinks.0.dri: unknown key; did you mean sinks.0.dir?"},
-		{"aggregate key", minimal + "aggregate:\n  checkpiont: ck\n", "line 10: aggregate.checkpiont: unknown key; did you mean aggregate.checkpoint?"},
+		{"aggregate key", minimal + "aggregate:\n  checkpiont: ck\n", "line 10: aggregate.checkpiont: unknown key; did you mean aggregate.checkpoint? (it applies only to the reign aggregator)"},
+		{"reign key", minimal + "aggregate:\n  type: reign\n  checkpiont: ck\n", "line 11: aggregate.checkpiont: unknown key; did you mean aggregate.checkpoint?"},
+		{"a key of no sink", minimal + "    colour: red\n", "line 9: sinks.0.colour: unknown key (a parquet sink takes type, dir)"},
+		{"a key of the pipeline in a sink", minimal + "    state_dir: s\n", "line 9: sinks.0.state_dir: unknown key; did you mean run.state_dir?"},
+		{"a sink key at the top", minimal + "dsn: postgres://x\n", "line 9: dsn: unknown key; did you mean sinks[].dsn?"},
+		{"sink without a type", strings.Replace(minimal, "  - type: parquet\n", "  - dir: out/w\n", 1), "line 7: sinks.0.type: missing: a sink is parquet, jsonl, kafka or pgvector"},
+		{"sink type not a word", strings.Replace(minimal, "type: parquet", "type: [parquet]", 1), "line 7: sinks.0.type: expected a single value, got a list"},
+		{"unknown sink type before its keys", strings.Replace(minimal, "type: parquet", "type: csv", 1), `line 7: sinks.0.type: unknown sink "csv" (parquet, jsonl, kafka, pgvector)`},
 		{"kafka key", minimal + "transport:\n  kafka:\n    broker: [b:9092]\n", "line 11: transport.kafka.broker: unknown key; did you mean transport.kafka.brokers?"},
 		{"nothing near", minimal + "colour: red\n", "line 9: colour: unknown key (a pipeline file takes version, name, source, runtime, gn, chunking, batching, cache, aggregate, sinks, dead_letter, run, transport)"},
 		{"nothing near in a section", minimal + "cache:\n  colour: red\n", "line 10: cache.colour: unknown key (cache takes dir, rows_per_shard)"},
@@ -39,7 +50,7 @@ func TestShapeMessages(t *testing.T) {
 		{"duration", minimal + "batching:\n  max_wait: soon\n", `line 10: batching.max_wait: "soon" is not a duration like 5s or 20ms`},
 		{"source duration", src("  poll: often\n"), `line 6: source.poll: "often" is not a duration like 5s or 20ms`},
 		{"boolean", src("  watch: maybe\n"), `line 6: source.watch: "maybe" is not true or false`},
-		{"list expected", src("  sections: claims\n"), `line 6: source.sections: expected a list (items on lines starting with "- ", or [a, b]), got "claims"`},
+		{"list expected", strings.Replace(src("  sections: claims\n"), "type: jsonl", "type: uspto", 1), `line 6: source.sections: expected a list (items on lines starting with "- ", or [a, b]), got "claims"`},
 		{"brokers not a list", minimal + "transport:\n  kafka:\n    brokers: b:9092\n", `line 11: transport.kafka.brokers: expected a list`},
 		{"sinks not a list", strings.Replace(minimal, "sinks:\n  - type: parquet\n    dir: out/v\n", "sinks: parquet\n", 1), `line 6: sinks: expected a list`},
 		{"section expected", minimal + "gn: bge-small-en-v15\n", `line 9: gn: expected a section of keys (key: value lines indented under it), got "bge-small-en-v15"`},
@@ -81,27 +92,69 @@ func TestShapeFollowsAliases(t *testing.T) {
 	}
 }
 
-// The suggestions cover every key a component declares: the registry's keys are keys of the
-// section structs the shape check reads.
-func TestComponentKeysAreSectionKeys(t *testing.T) {
+// Every key a component type declares is taken under that type and refused under every other
+// type of its role, naming the types that take it: the shape check reads each type's settings.
+func TestComponentKeysFollowTheType(t *testing.T) {
 	reg := components.Builtin()
-	check := func(section string, st any, keys []registry.Key) {
-		fields := yamlFields(reflect.TypeOf(st))
-		for _, k := range keys {
-			if _, ok := fields[k.Name]; !ok {
-				t.Errorf("%s.%s is a component key but not a key of the section", section, k.Name)
+	sh := newShape(reg)
+	type role struct {
+		section, owner string
+		types          []string
+		keys           func(typ string) []registry.Key
+		doc            func(typ, key string) string // the section holding key under type typ
+	}
+	sourceKeys := func(typ string) []registry.Key { s, _ := reg.Source(typ); return s.Keys() }
+	sinkKeys := func(typ string) []registry.Key { s, _ := reg.Sink(typ); return s.Keys() }
+	aggKeys := func(typ string) []registry.Key { a, _ := reg.Aggregator(typ); return a.Keys() }
+	roles := []role{
+		{"source", "source", reg.SourceTypes(), sourceKeys, func(typ, key string) string {
+			return fmt.Sprintf("source:\n  type: %s\n  %s:\n", typ, key)
+		}},
+		{"sinks.0", "sink", reg.SinkTypes(), sinkKeys, func(typ, key string) string {
+			return fmt.Sprintf("sinks:\n  - type: %s\n    %s:\n", typ, key)
+		}},
+		{"aggregate", "aggregator", reg.AggregatorTypes(), aggKeys, func(typ, key string) string {
+			return fmt.Sprintf("aggregate:\n  type: %s\n  %s:\n", typ, key)
+		}},
+	}
+	checked := 0
+	for _, ro := range roles {
+		owners := map[string][]string{}
+		for _, typ := range ro.types {
+			for _, k := range ro.keys(typ) {
+				owners[k.Name] = append(owners[k.Name], typ)
+			}
+		}
+		for key, own := range owners {
+			for _, typ := range ro.types {
+				var root yaml.Node
+				if err := yaml.Unmarshal([]byte(ro.doc(typ, key)), &root); err != nil {
+					t.Fatal(err)
+				}
+				err := sh.checkShape(root.Content[0])
+				if slices.Contains(own, typ) {
+					if err != nil {
+						t.Errorf("%s.%s under %s: %v", ro.section, key, typ, err)
+					}
+					continue
+				}
+				want := fmt.Sprintf("line 3: %s.%s: %s", ro.section, key, appliesOnly(own, ro.owner))
+				if err == nil || err.Error() != want {
+					t.Errorf("%s.%s under %s: %v, want %q", ro.section, key, typ, err, want)
+				}
+				checked++
 			}
 		}
 	}
-	check("source", SourceConfig{}, reg.SourceKeys)
-	for _, s := range reg.Sources {
-		check("source", SourceConfig{}, s.Keys)
+	if checked < 20 {
+		t.Fatalf("only %d refusals checked", checked)
 	}
-	for _, s := range reg.Sinks {
-		check("sinks[]", SinkConfig{}, s.Keys)
-	}
-	for _, a := range reg.Aggregators {
-		check("aggregate", AggregateConfig{}, a.Keys)
+}
+
+// Each type's keys are documented, with defaults that say what the type's Config gives.
+func TestComponentSettingsDeclared(t *testing.T) {
+	if err := components.Builtin().Validate(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -34,20 +34,20 @@ func printComponents(w io.Writer, r *registry.Registry) {
 		}
 	}
 	fmt.Fprintln(tw, "sources (source.type); every source reads:")
-	keys("source.", r.SourceKeys)
+	keys("source.", r.SourceKeys())
 	for _, s := range r.Sources {
 		fmt.Fprintf(tw, "  %s: %s\n", s.Type, s.Doc)
-		keys("source.", s.Keys)
+		keys("source.", s.Keys())
 	}
 	fmt.Fprintln(tw, "\nsinks (sinks[].type):")
 	for _, s := range r.Sinks {
 		fmt.Fprintf(tw, "  %s: %s\n", s.Type, s.Doc)
-		keys("sinks[].", s.Keys)
+		keys("sinks[].", s.Keys())
 	}
 	fmt.Fprintln(tw, "\naggregations (aggregate.type):")
 	for _, a := range r.Aggregators {
 		fmt.Fprintf(tw, "  %s: %s\n", a.Type, a.Doc)
-		keys("aggregate.", a.Keys)
+		keys("aggregate.", a.Keys())
 	}
 	tw.Flush()
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/reignpipe/reignpipe/internal/testenv"
+	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
 
@@ -31,7 +32,7 @@ func TestEvalEmptyDocuments(t *testing.T) {
 	f.Close()
 	cfg := testConfig(t, dir, filepath.Join(dir, "unused.jsonl"))
 	cfg.GN.Name, cfg.GN.Model, cfg.GN.Tokenizer = "all-minilm-l6-v2", model, tokPath
-	cfg.Aggregate.Type = "meanpool"
+	cfg.Aggregate = pipelines.AggregateConfig{Type: "meanpool"}
 	sum, err := evaluateDir(context.Background(), cfg, data, "test", 10, true, filepath.Join(dir, "eval"))
 	if err != nil {
 		t.Fatalf("eval with empty documents: %v", err)

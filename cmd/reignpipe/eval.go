@@ -8,6 +8,7 @@ import (
 
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/components"
 	"github.com/reignpipe/reignpipe/pipelines/engine"
 	"github.com/reignpipe/reignpipe/pipelines/quality/dataset"
 	"github.com/reignpipe/reignpipe/pipelines/quality/eval"
@@ -50,7 +51,7 @@ func cmdEval(ctx context.Context, args []string) error {
 		return err
 	}
 	if *checkpoint != "" {
-		cfg.Aggregate.Type, cfg.Aggregate.Checkpoint = "reign", *checkpoint
+		cfg.Aggregate = components.WithCheckpoint(cfg.Aggregate, *checkpoint)
 	}
 	o := dataset.Options{Format: *format, Subset: *subset, View: *view}
 	if *subset == "all" {

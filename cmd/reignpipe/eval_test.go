@@ -12,6 +12,7 @@ import (
 
 	"github.com/reignpipe/reignpipe/internal/testenv"
 	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/components"
 	"github.com/reignpipe/reignpipe/pipelines/quality/beir"
 	"github.com/reignpipe/reignpipe/pipelines/quality/dataset"
 	"github.com/reignpipe/reignpipe/pipelines/quality/eval"
@@ -79,7 +80,7 @@ func TestEvalComparesSystems(t *testing.T) {
 	reign.WriteManifest(ckDir, reign.Manifest{GNName: "bge-small-en-v15", GNFingerprint: gnFingerprint(t, model, tokPath), GNDim: 384, K: 512, S: 512})
 	cfg := testConfig(t, dir, filepath.Join(dir, "unused.jsonl"))
 	cfg.GN.Model, cfg.GN.Tokenizer = model, tokPath
-	cfg.Aggregate.Type, cfg.Aggregate.Checkpoint = "reign", ckDir
+	cfg.Aggregate = components.WithCheckpoint(cfg.Aggregate, ckDir)
 	out := filepath.Join(dir, "eval")
 
 	sum, err := evaluateDir(context.Background(), cfg, data, "test", 10, true, out)

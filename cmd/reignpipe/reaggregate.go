@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/components"
 	"github.com/reignpipe/reignpipe/pipelines/engine/launch"
 	"github.com/reignpipe/reignpipe/pipelines/engine/reaggregate"
 )
@@ -34,11 +35,11 @@ func cmdReaggregate(ctx context.Context, args []string) error {
 			return usageError("reaggregate", fmt.Sprintf("--checkpoint %s is not a folder (a REIGN checkpoint: config.json and model.safetensors, "+
 				"as reignpipe train --out DIR writes; ops/checkpoints holds the committed ones)", *checkpoint))
 		}
-		cfg.Aggregate.Type, cfg.Aggregate.Checkpoint = "reign", *checkpoint
+		cfg.Aggregate = components.WithCheckpoint(cfg.Aggregate, *checkpoint)
 	}
 	sinks := reaggregate.ParquetSinks(*out)
 	if *toSinks {
-		sinks = launch.ConfiguredSinks(cfg)
+		sinks = launch.ConfiguredSinks(ctx, cfg)
 	}
 	sum, err := reaggregate.RunInto(ctx, cfg, sinks)
 	if err != nil && sum.Documents == 0 {

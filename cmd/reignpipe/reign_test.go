@@ -12,6 +12,7 @@ import (
 
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/internal/testenv"
+	"github.com/reignpipe/reignpipe/pipelines/components"
 	"github.com/reignpipe/reignpipe/pipelines/engine/reaggregate"
 	"github.com/reignpipe/reignpipe/stages/gn"
 	"github.com/reignpipe/reignpipe/stages/reign"
@@ -34,7 +35,8 @@ func TestRunWithREIGN(t *testing.T) {
 	}
 	cfg := testConfig(t, dir, writeCorpus(t, dir))
 	cfg.GN.Model, cfg.GN.Tokenizer = model, tokPath
-	cfg.Aggregate.Type, cfg.Aggregate.Checkpoint, cfg.Aggregate.SingleChunk = "reign", ckDir, "gn"
+	cfg.Aggregate = components.WithCheckpoint(cfg.Aggregate, ckDir)
+	cfg.Aggregate.Settings.(*components.ReignConfig).SingleChunk = "gn"
 
 	// No manifest and no trained_on: refused before anything runs.
 	if _, err := run(context.Background(), cfg, true); err == nil || !strings.Contains(err.Error(), "trained_on") {

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"time"
 
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/pipelines"
@@ -74,9 +77,22 @@ func writeHeapProfile(path string) error {
 	return f.Close()
 }
 
-// run executes one pipeline in this process and prints its summary, when it started, on stdout.
+// run executes one pipeline in this process and prints its summary on stdout.
 func run(ctx context.Context, cfg *pipelines.Config, fromScratch bool) (*engine.Summary, error) {
-	return printed(launch.Run(ctx, cfg, launch.Options{FromScratch: fromScratch}))
+	started := time.Now().UTC()
+	sum, err := launch.Run(ctx, cfg, launch.Options{FromScratch: fromScratch})
+	if sum == nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		// Stopped by a signal before the run started -- a sink still waiting for its database
+		// (sinks[].retry_timeout) -- with nothing read or written: said as an interrupted run
+		// is, on stdout and in run.summary, so that a script reading either does not take an
+		// earlier run's summary for this one's.
+		slog.Info("stopped before the run started", "why", err)
+		sum = &engine.Summary{Pipeline: cfg.Name, Started: started, WallSeconds: time.Since(started).Seconds(), Stopped: engine.Interrupted,
+			Skipped: map[string]int64{}, TextRepairs: map[string]int64{}, Outputs: []string{}}
+		launch.WriteSummary(cfg, sum.JSON(), slog.Default())
+		err = nil
+	}
+	return printed(sum, err)
 }
 
 // runFrom runs cfg from scratch on documents the caller brings (eval's corpus and queries), and

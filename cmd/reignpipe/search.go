@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/components"
 	"github.com/reignpipe/reignpipe/pipelines/serving/query"
 	"github.com/reignpipe/reignpipe/pipelines/serving/search"
 )
@@ -58,7 +59,7 @@ func searchTo(ctx context.Context, w io.Writer, stdin io.Reader, args []string) 
 	req := search.Request{ID: *id, K: *k, Exact: *exact, GN: *gnSpace}
 	switch {
 	case *docPath != "":
-		d, err := search.ReadDocument(*docPath, search.DocOptions{Sections: cfg.Source.Sections, MaxBytes: cfg.Source.MaxDocBytes, Format: *docFormat})
+		d, err := search.ReadDocument(*docPath, search.DocOptions{Sections: components.Sections(cfg.Source), MaxBytes: cfg.Source.MaxDocBytes, Format: *docFormat})
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/components"
 	"github.com/reignpipe/reignpipe/pipelines/serving/query"
 	"github.com/reignpipe/reignpipe/pipelines/serving/search"
 	"github.com/reignpipe/reignpipe/pipelines/serving/serve"
@@ -48,7 +49,7 @@ func cmdServe(ctx context.Context, args []string) error {
 		return err
 	}
 	api := serve.New(s, serve.Options{MaxBodyBytes: *maxBody, MaxConcurrent: *maxConc, Timeout: *timeout,
-		Sections: cfg.Source.Sections, MaxDocBytes: cfg.Source.MaxDocBytes, Pipeline: cfg.Name})
+		Sections: components.Sections(cfg.Source), MaxDocBytes: cfg.Source.MaxDocBytes, Pipeline: cfg.Name})
 	srv, err := serve.Listen(*addr, api, 0)
 	if err != nil {
 		s.Close()

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/reignpipe/reignpipe/internal/testenv"
+	"github.com/reignpipe/reignpipe/pipelines/components"
 	"github.com/reignpipe/reignpipe/pipelines/quality/train"
 	"github.com/reignpipe/reignpipe/stages/reign"
 )
@@ -196,7 +197,7 @@ func TestTrainREIGN(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The Go side loads the checkpoint (buildAggregator checks its space) and evaluates it.
-	cfg.Aggregate.Type, cfg.Aggregate.Checkpoint = "reign", filepath.Join(out, "best")
+	cfg.Aggregate = components.WithCheckpoint(cfg.Aggregate, filepath.Join(out, "best"))
 	for _, split := range []string{"val", "test"} {
 		want := rep.Splits[split].PerQuery
 		if len(want) != 6 {

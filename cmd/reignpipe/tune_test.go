@@ -145,7 +145,7 @@ func TestTune(t *testing.T) {
 		t.Fatalf("--apply embedded windows: shards %d -> %d", len(before), len(after))
 	}
 	for _, sink := range cfg.Sinks {
-		latest, err := vectorfile.Latest(sink.Dir)
+		latest, err := vectorfile.Latest(sink.Dir())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +156,7 @@ func TestTune(t *testing.T) {
 			}
 		}
 		if len(latest) != 40 || n != 40 {
-			t.Fatalf("%s sink %s: %d documents, %d of them REIGN vectors", sink.Type, sink.Dir, len(latest), n)
+			t.Fatalf("%s sink %s: %d documents, %d of them REIGN vectors", sink.Type, sink.Dir(), len(latest), n)
 		}
 	}
 }

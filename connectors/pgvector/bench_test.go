@@ -29,7 +29,7 @@ func BenchmarkUpsert(b *testing.B) {
 			for range b.N {
 				tables++
 				prefix := fmt.Sprintf("b_%s_%d", index, tables)
-				s, err := Open(context.Background(), Options{DSN: dsn, Table: prefix, Index: index})
+				s, err := Open(context.Background(), Options{Config: Config{DSN: dsn, Table: prefix, Index: index}})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -41,7 +41,7 @@ func checkRows(t *testing.T, dsn, space string, want map[string][]float32) {
 // after the kill wait too (its table is created on a connection of its own).
 func TestOutageFlushWaitsForTheServer(t *testing.T) {
 	dsn := pgtest.Database(t)
-	s := openSink(t, Options{DSN: dsn, BatchRows: 100, RetryTimeout: 2 * time.Minute})
+	s := openSink(t, Options{Config: Config{DSN: dsn, BatchRows: 100, RetryTimeout: 2 * time.Minute}})
 	r := rand.New(rand.NewPCG(21, 22))
 	want := map[string][]float32{}
 	writeDocs(t, s, r, reignSpace, 0, 300, want)
@@ -82,7 +82,7 @@ func TestOutageFlushWaitsForTheServer(t *testing.T) {
 // the time waited, and keeps the rows: a Flush after the server is back commits them.
 func TestOutagePastRetryTimeoutKeepsTheBuffer(t *testing.T) {
 	dsn := pgtest.Database(t)
-	s := openSink(t, Options{DSN: dsn, BatchRows: 100, RetryTimeout: 3 * time.Second})
+	s := openSink(t, Options{Config: Config{DSN: dsn, BatchRows: 100, RetryTimeout: 3 * time.Second}})
 	r := rand.New(rand.NewPCG(23, 24))
 	want := map[string][]float32{}
 	writeDocs(t, s, r, reignSpace, 0, 150, want)

@@ -32,7 +32,7 @@ import (
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
-// Defaults of the zero Options fields.
+// Defaults of the keys left out (DefaultConfig).
 const (
 	DefaultTable        = "reignpipe"
 	DefaultBatchRows    = 500
@@ -77,16 +77,46 @@ func CheckTable(prefix string) string {
 	return ""
 }
 
-// Options configure a Sink. Zero values mean the defaults above.
-type Options struct {
+// Config is a pgvector sink's keys in a pipeline file (a sinks[] entry of type pgvector): their
+// defaults are DefaultConfig's and their rules Validate's, which the pipeline loader and Open
+// both apply, so a value is refused once, with one message, whichever meets it first.
+type Config struct {
 	// DSN is a libpq connection string or URL; "" reads the standard PG* environment variables
 	// (PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, PGSSLMODE).
-	DSN          string
-	Table        string // table prefix
-	BatchRows    int    // rows per upsert statement
-	Index        string // hnsw | deferred | none
-	Distance     string // inner_product | cosine | l2
-	RetryTimeout time.Duration
+	DSN          string        `yaml:"dsn" default:"PG* env" doc:"libpq connection string or URL; empty: PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, PGSSLMODE"`
+	Table        string        `yaml:"table" default:"reignpipe" doc:"table prefix: <table>_spaces lists the spaces, each in its table <table>_<kind>_<hash>"`
+	BatchRows    int           `yaml:"batch_rows" default:"500" doc:"rows per upsert statement; a commit (run.commit_every) is one transaction"`
+	Index        string        `yaml:"index" default:"hnsw" doc:"hnsw (with the table), deferred (built when the run ends: faster bulk loads) or none"`
+	Distance     string        `yaml:"distance" default:"inner_product" doc:"inner_product (the vectors are L2-normalised: ranks as cosine, cheaper), cosine or l2"`
+	RetryTimeout time.Duration `yaml:"retry_timeout" default:"2m" doc:"how long a commit waits for a database that is down before the run fails"`
+}
+
+// DefaultConfig is the configuration of a pgvector sink whose keys are left out.
+func DefaultConfig() Config {
+	return Config{Table: DefaultTable, BatchRows: DefaultBatchRows, Index: DefaultIndex, Distance: DefaultDistance, RetryTimeout: DefaultRetryTimeout}
+}
+
+// Validate reports the first bad value through bad, by its key ("index").
+func (c Config) Validate(bad func(key, format string, args ...any) error) error {
+	switch {
+	case CheckTable(c.Table) != "":
+		return bad("table", "%s", CheckTable(c.Table))
+	case c.BatchRows < 1:
+		return bad("batch_rows", "must be >= 1")
+	case CheckIndex(c.Index) != "":
+		return bad("index", "%s", CheckIndex(c.Index))
+	case CheckDistance(c.Distance) != "":
+		return bad("distance", "%s", CheckDistance(c.Distance))
+	case c.RetryTimeout <= 0:
+		return bad("retry_timeout", "must be > 0")
+	}
+	return nil
+}
+
+// Options configure a Sink: its keys (zero values mean DefaultConfig's) and what the pipeline
+// tells it besides.
+type Options struct {
+	Config
 	// Dim and GNDim are the pipeline's vector dimensions (0: unknown, taken from the first
 	// vector). GNDim > 0: every vector also carries its GN mean-pool companion.
 	Dim, GNDim int
@@ -96,20 +126,21 @@ type Options struct {
 }
 
 func (o *Options) defaults() error {
+	d := DefaultConfig()
 	if o.Table == "" {
-		o.Table = DefaultTable
+		o.Table = d.Table
 	}
 	if o.BatchRows == 0 {
-		o.BatchRows = DefaultBatchRows
+		o.BatchRows = d.BatchRows
 	}
 	if o.Index == "" {
-		o.Index = DefaultIndex
+		o.Index = d.Index
 	}
 	if o.Distance == "" {
-		o.Distance = DefaultDistance
+		o.Distance = d.Distance
 	}
 	if o.RetryTimeout == 0 {
-		o.RetryTimeout = DefaultRetryTimeout
+		o.RetryTimeout = d.RetryTimeout
 	}
 	if o.Key == "" {
 		o.Key = "sinks[]"
@@ -117,20 +148,11 @@ func (o *Options) defaults() error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if why := CheckTable(o.Table); why != "" {
-		return fmt.Errorf("pgvector sink: %s.table: %s", o.Key, why)
-	}
-	if o.BatchRows < 1 {
-		return fmt.Errorf("pgvector sink: %s.batch_rows: must be >= 1", o.Key)
-	}
-	if err := CheckIndex(o.Index); err != "" {
-		return fmt.Errorf("pgvector sink: %s.index: %s", o.Key, err)
-	}
-	if err := CheckDistance(o.Distance); err != "" {
-		return fmt.Errorf("pgvector sink: %s.distance: %s", o.Key, err)
-	}
-	if o.RetryTimeout < 0 {
-		return fmt.Errorf("pgvector sink: %s.retry_timeout: must be >= 0", o.Key)
+	err := o.Config.Validate(func(key, format string, args ...any) error {
+		return fmt.Errorf("pgvector sink: %s.%s: %s", o.Key, key, fmt.Sprintf(format, args...))
+	})
+	if err != nil {
+		return err
 	}
 	for _, d := range []int{o.Dim, o.GNDim} {
 		if err := o.checkDim(d); err != nil {

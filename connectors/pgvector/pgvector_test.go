@@ -136,7 +136,7 @@ func reignDoc(r *rand.Rand, i int, version string) schemas.DocVector {
 
 func TestREIGNStreamLandsInOneTablePerSpace(t *testing.T) {
 	dsn := pgtest.Database(t)
-	s := openSink(t, Options{DSN: dsn, Dim: 16, GNDim: 8, BatchRows: 7})
+	s := openSink(t, Options{Config: Config{DSN: dsn, BatchRows: 7}, Dim: 16, GNDim: 8})
 	r := rand.New(rand.NewPCG(1, 2))
 	want := map[string]schemas.DocVector{}
 	for i := range 30 {
@@ -243,7 +243,7 @@ func TestVersionOrder(t *testing.T) {
 			// A prefix of its own, so each case starts from empty tables and its own counts.
 			// BatchRows 2 sends a statement every second write: "x" is another document that
 			// fills one.
-			s := openSink(t, Options{DSN: dsn, Table: fmt.Sprintf("v%d", i), BatchRows: 2, Index: IndexNone})
+			s := openSink(t, Options{Config: Config{DSN: dsn, Table: fmt.Sprintf("v%d", i), BatchRows: 2, Index: IndexNone}})
 			conn := connect(t, dsn)
 			table := TableName(fmt.Sprintf("v%d", i), gnSpace)
 			var writtenAt time.Time
@@ -285,7 +285,7 @@ func TestVersionOrder(t *testing.T) {
 
 func TestNothingVisibleBeforeFlush(t *testing.T) {
 	dsn := pgtest.Database(t)
-	s := openSink(t, Options{DSN: dsn, BatchRows: 10, Index: IndexNone})
+	s := openSink(t, Options{Config: Config{DSN: dsn, BatchRows: 10, Index: IndexNone}})
 	conn := connect(t, dsn)
 	r := rand.New(rand.NewPCG(5, 6))
 	for i := range 25 {
@@ -311,7 +311,7 @@ func TestNothingVisibleBeforeFlush(t *testing.T) {
 // (max_locks_per_transaction × max_connections) goes through: the sink's advisory locks are bounded per table, not one per document.
 func TestLargeCommit(t *testing.T) {
 	dsn := pgtest.Database(t)
-	s := openSink(t, Options{DSN: dsn, Index: IndexNone, RetryTimeout: 10 * time.Second})
+	s := openSink(t, Options{Config: Config{DSN: dsn, Index: IndexNone, RetryTimeout: 10 * time.Second}})
 	conn := connect(t, dsn)
 	var slots int
 	if err := conn.QueryRow(ctxT(t), "SELECT current_setting('max_locks_per_transaction')::int * current_setting('max_connections')::int").Scan(&slots); err != nil {
@@ -340,12 +340,12 @@ func TestRefusals(t *testing.T) {
 		o    Options
 		want []string
 	}{
-		{"HNSW past 2000 dimensions", Options{DSN: dsn, Dim: 3072, Key: "sinks[1]"}, []string{"sinks[1].index", "hnsw", "3072", "2000", "sinks[1].index: none"}},
-		{"deferred HNSW past 2000", Options{DSN: dsn, Dim: 384, GNDim: 2048, Index: IndexDeferred, Key: "sinks[0]"}, []string{"sinks[0].index", "2048", "2000"}},
-		{"prefix not an identifier", Options{DSN: dsn, Table: "My-Vectors", Key: "sinks[0]"}, []string{"sinks[0].table", "My-Vectors", "not a plain identifier"}},
-		{"prefix too long", Options{DSN: dsn, Table: strings.Repeat("a", 41)}, []string{".table", "more than 40"}},
-		{"bad index", Options{DSN: dsn, Index: "ivfflat", Key: "sinks[0]"}, []string{"sinks[0].index", "ivfflat"}},
-		{"bad distance", Options{DSN: dsn, Distance: "dot", Key: "sinks[0]"}, []string{"sinks[0].distance", "dot"}},
+		{"HNSW past 2000 dimensions", Options{Config: Config{DSN: dsn}, Dim: 3072, Key: "sinks[1]"}, []string{"sinks[1].index", "hnsw", "3072", "2000", "sinks[1].index: none"}},
+		{"deferred HNSW past 2000", Options{Config: Config{DSN: dsn, Index: IndexDeferred}, Dim: 384, GNDim: 2048, Key: "sinks[0]"}, []string{"sinks[0].index", "2048", "2000"}},
+		{"prefix not an identifier", Options{Config: Config{DSN: dsn, Table: "My-Vectors"}, Key: "sinks[0]"}, []string{"sinks[0].table", "My-Vectors", "not a plain identifier"}},
+		{"prefix too long", Options{Config: Config{DSN: dsn, Table: strings.Repeat("a", 41)}}, []string{".table", "more than 40"}},
+		{"bad index", Options{Config: Config{DSN: dsn, Index: "ivfflat"}, Key: "sinks[0]"}, []string{"sinks[0].index", "ivfflat"}},
+		{"bad distance", Options{Config: Config{DSN: dsn, Distance: "dot"}, Key: "sinks[0]"}, []string{"sinks[0].distance", "dot"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -362,7 +362,7 @@ func TestRefusals(t *testing.T) {
 		})
 	}
 	t.Run("3072 dimensions without an index", func(t *testing.T) {
-		s := openSink(t, Options{DSN: dsn, Dim: 3072, Index: IndexNone})
+		s := openSink(t, Options{Config: Config{DSN: dsn, Index: IndexNone}, Dim: 3072})
 		v := schemas.DocVector{DocID: "a", Version: "1", Space: "reign:big", Vector: unit(rand.New(rand.NewPCG(1, 1)), 3072)}
 		if err := s.Write(ctxT(t), v); err != nil {
 			t.Fatal(err)
@@ -376,7 +376,7 @@ func TestRefusals(t *testing.T) {
 func TestSpaceRegisteredOtherwise(t *testing.T) {
 	dsn := pgtest.Database(t)
 	r := rand.New(rand.NewPCG(7, 8))
-	first := openSink(t, Options{DSN: dsn, Index: IndexNone})
+	first := openSink(t, Options{Config: Config{DSN: dsn, Index: IndexNone}})
 	if err := first.Write(ctxT(t), schemas.DocVector{DocID: "a", Version: "1", Space: "reign:x", Vector: unit(r, 8)}); err != nil {
 		t.Fatal(err)
 	}
@@ -389,8 +389,8 @@ func TestSpaceRegisteredOtherwise(t *testing.T) {
 		dim  int
 		want []string
 	}{
-		{"another dimension", Options{DSN: dsn, Index: IndexNone}, 16, []string{"reign:x", "8 dimensions", "16"}},
-		{"another distance", Options{DSN: dsn, Index: IndexNone, Distance: Cosine, Key: "sinks[2]"}, 8, []string{"reign:x", "inner_product", "sinks[2].distance is cosine"}},
+		{"another dimension", Options{Config: Config{DSN: dsn, Index: IndexNone}}, 16, []string{"reign:x", "8 dimensions", "16"}},
+		{"another distance", Options{Config: Config{DSN: dsn, Index: IndexNone, Distance: Cosine}, Key: "sinks[2]"}, 8, []string{"reign:x", "inner_product", "sinks[2].distance is cosine"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -432,7 +432,7 @@ func TestBadConnectionFailsFast(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			start := time.Now()
-			s, err := Open(ctxT(t), Options{DSN: c.dsn, Key: "sinks[0]"})
+			s, err := Open(ctxT(t), Options{Config: Config{DSN: c.dsn}, Key: "sinks[0]"})
 			if err == nil {
 				s.Close(context.Background())
 				t.Fatal("opened")
@@ -460,7 +460,7 @@ func TestConcurrentWriters(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
 	for w := range 2 {
-		s := openSink(t, Options{DSN: dsn, BatchRows: 37, Index: IndexHNSW})
+		s := openSink(t, Options{Config: Config{DSN: dsn, BatchRows: 37, Index: IndexHNSW}})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -522,7 +522,7 @@ func TestIndexModes(t *testing.T) {
 	} {
 		t.Run(c.index+" "+c.distance, func(t *testing.T) {
 			prefix := "i_" + c.index + "_" + c.distance
-			s, err := Open(ctxT(t), Options{DSN: dsn, Table: prefix, Index: c.index, Distance: c.distance})
+			s, err := Open(ctxT(t), Options{Config: Config{DSN: dsn, Table: prefix, Index: c.index, Distance: c.distance}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -589,7 +589,7 @@ func TestMissingExtension(t *testing.T) {
 	u.Path = "/" + db
 	asRole := *u
 	asRole.User = url.UserPassword(role, "not-this-one")
-	_, err = Open(ctxT(t), Options{DSN: asRole.String()})
+	_, err = Open(ctxT(t), Options{Config: Config{DSN: asRole.String()}})
 	if err == nil {
 		t.Fatal("opened without the extension, as a user who cannot create it")
 	}
@@ -601,7 +601,7 @@ func TestMissingExtension(t *testing.T) {
 	if strings.Contains(err.Error(), "not-this-one") {
 		t.Fatalf("the password is in the error: %v", err)
 	}
-	s := openSink(t, Options{DSN: u.String()})
+	s := openSink(t, Options{Config: Config{DSN: u.String()}})
 	if err := s.Close(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -618,7 +618,7 @@ func TestDeferredIndexesEverySpace(t *testing.T) {
 	conn := connect(t, dsn)
 	r := rand.New(rand.NewPCG(91, 92))
 	for run := range 2 {
-		s, err := Open(ctxT(t), Options{DSN: dsn, Index: IndexDeferred})
+		s, err := Open(ctxT(t), Options{Config: Config{DSN: dsn, Index: IndexDeferred}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -98,7 +98,7 @@ func TestSearchExactEqualsBruteForce(t *testing.T) {
 	for _, distance := range []string{InnerProduct, Cosine, L2} {
 		t.Run(distance, func(t *testing.T) {
 			prefix := "s_" + distance
-			docs := corpus(t, Options{DSN: dsn, Table: prefix, Distance: distance}, reignSpace, 600, 32, 31)
+			docs := corpus(t, Options{Config: Config{DSN: dsn, Table: prefix, Distance: distance}}, reignSpace, 600, 32, 31)
 			s := openSearcher(t, dsn, prefix)
 			r := rand.New(rand.NewPCG(33, 34))
 			for qi := range 10 {
@@ -119,9 +119,9 @@ func TestSearchExactEqualsBruteForce(t *testing.T) {
 
 func TestSearchHNSWLeavesTheQueryOut(t *testing.T) {
 	dsn := pgtest.Database(t)
-	docs := corpus(t, Options{DSN: dsn}, reignSpace, 300, 16, 41)
+	docs := corpus(t, Options{Config: Config{DSN: dsn}}, reignSpace, 300, 16, 41)
 	// Three copies of one text under other ids: ExcludeHash leaves them out too.
-	s := openSink(t, Options{DSN: dsn})
+	s := openSink(t, Options{Config: Config{DSN: dsn}})
 	for i := range 3 {
 		c := docs[7]
 		c.DocID = fmt.Sprintf("copy%d", i)
@@ -177,7 +177,7 @@ func TestSearchHNSWLeavesTheQueryOut(t *testing.T) {
 // Identical vectors tie: they come by ascending doc id.
 func TestSearchTiesByDocID(t *testing.T) {
 	dsn := pgtest.Database(t)
-	s := openSink(t, Options{DSN: dsn, Index: IndexNone})
+	s := openSink(t, Options{Config: Config{DSN: dsn, Index: IndexNone}})
 	v := unit(rand.New(rand.NewPCG(51, 52)), 8)
 	for _, id := range []string{"c", "a", "d", "b"} {
 		if err := s.Write(ctxT(t), schemas.DocVector{DocID: id, Version: "1", Space: gnSpace, Vector: v}); err != nil {
@@ -208,7 +208,7 @@ func TestSearchTiesByDocID(t *testing.T) {
 // is not.
 func TestSearchHNSWRecall(t *testing.T) {
 	dsn := pgtest.Database(t)
-	docs := corpus(t, Options{DSN: dsn}, reignSpace, 2000, 64, 61)
+	docs := corpus(t, Options{Config: Config{DSN: dsn}}, reignSpace, 2000, 64, 61)
 	se := openSearcher(t, dsn, "")
 	r := rand.New(rand.NewPCG(63, 64))
 	const queries, k = 100, 10
@@ -284,7 +284,7 @@ func explainSearch(t *testing.T, dsn string, se *Searcher, space string, q []flo
 
 func TestSpacesAndUnknownSpace(t *testing.T) {
 	dsn := pgtest.Database(t)
-	s := openSink(t, Options{DSN: dsn, Distance: Cosine})
+	s := openSink(t, Options{Config: Config{DSN: dsn, Distance: Cosine}})
 	r := rand.New(rand.NewPCG(71, 72))
 	for i := range 5 {
 		v := reignDoc(r, i, "1")
@@ -325,7 +325,7 @@ func TestSpacesAndUnknownSpace(t *testing.T) {
 // A searcher is shared by a server's request goroutines.
 func TestSearchConcurrent(t *testing.T) {
 	dsn := pgtest.Database(t)
-	docs := corpus(t, Options{DSN: dsn}, reignSpace, 200, 16, 81)
+	docs := corpus(t, Options{Config: Config{DSN: dsn}}, reignSpace, 200, 16, 81)
 	se := openSearcher(t, dsn, "")
 	errs := make(chan error, 8)
 	for g := range 8 {

@@ -114,8 +114,8 @@ func Open(opts Options) (*Watcher, error) {
 	if opts.Pattern == "" {
 		opts.Pattern = "*"
 	}
-	if _, err := filepath.Match(opts.Pattern, "x"); err != nil {
-		return nil, fmt.Errorf("watchdir: pattern %q: %w", opts.Pattern, err)
+	if err := patternError(opts.Pattern); err != nil {
+		return nil, fmt.Errorf("watchdir: pattern %w", err)
 	}
 	if opts.Poll == 0 {
 		opts.Poll = 10 * time.Second

@@ -1,7 +1,8 @@
 // Package components declares the built-in component types -- the wikipedia, jsonl and uspto
 // sources, the parquet, jsonl, kafka and pgvector sinks, the meanpool and reign aggregations --
-// each with its keys, defaults, docs, validation and constructor in one place (see package
-// pipelines/registry). Builtin returns them; nothing registers itself.
+// each with its settings (keys, defaults, docs and validation: the connector's own Config
+// struct where it has one, pgvector.Config, vectorfile.Config, ...) and its constructor (see
+// package pipelines/registry). Builtin returns them; nothing registers itself.
 package components
 
 import (
@@ -12,9 +13,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"regexp"
-	"slices"
-	"strconv"
 
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/connectors/jsonl"
@@ -41,90 +39,83 @@ func Builtin() *registry.Registry {
 			pgvectorSink(),
 		},
 		Aggregators: []registry.Aggregator{meanPool(), reignAggregator()},
-		SourceKeys: []registry.Key{
-			{Name: "path", Default: "—", Doc: "input file; for jsonl and uspto also a directory or a glob, read in name order"},
-			{Name: "name", Default: "from data", Doc: "id prefix; default: the dump's dbname / the file name"},
-			{Name: "max_doc_bytes", Default: "33554432 (32 MiB)", Doc: "a document with more text is dead-lettered; 0 = no bound"},
-		},
 	}
+}
+
+// settingsOf is a section's settings as the type's struct: the ones decoded, or the type's
+// defaults for a section built in code without any.
+func settingsOf[T any](have any, config func() any) T {
+	if have == nil {
+		have = config()
+	}
+	t, ok := have.(T)
+	if !ok {
+		panic(fmt.Sprintf("components: settings %T where %T belong", have, t))
+	}
+	return t
 }
 
 func wikipediaSource() registry.Source {
+	config := func() any { return &wikipedia.Config{} }
 	return registry.Source{
-		Type: "wikipedia",
-		Doc:  "MediaWiki pages-articles XML: plain, .bz2 or multistream .bz2 with its index",
-		Keys: []registry.Key{
-			{Name: "index", Default: "auto", Doc: "multistream index (*-index.txt.bz2 beside the dump)"},
-			{Name: "workers", Default: "all cores", Doc: "parallel bz2 streams"},
-		},
-		Validate: func(c registry.SourceConfig, bad registry.Bad) error {
-			if c.Workers < 0 {
-				return bad("workers", "must be >= 0")
-			}
-			return nil
-		},
+		Type:   "wikipedia",
+		Doc:    "MediaWiki pages-articles XML: plain, .bz2 or multistream .bz2 with its index",
+		Config: config,
 		Open: func(c registry.SourceConfig) (connectors.Source, error) {
+			w := settingsOf[*wikipedia.Config](c.Settings, config)
 			if _, err := os.Stat(c.Path); errors.Is(err, fs.ErrNotExist) {
 				return nil, fmt.Errorf("source.path: %q does not exist%s", c.Path, relativeHint(c.Path))
 			}
-			return wikipedia.Open(wikipedia.Options{Path: c.Path, Index: c.Index, Source: c.Name, Workers: c.Workers, MaxPageBytes: int(markupBound(c.MaxDocBytes))})
+			return wikipedia.Open(wikipedia.Options{Path: c.Path, Index: w.Index, Source: c.Name, Workers: w.Workers, MaxPageBytes: int(markupBound(c.MaxDocBytes))})
 		},
 	}
 }
 
-// fileKeys are the keys of the sources that read a path of files: a folder or glob read once,
-// or a folder watched (watch: true).
-var fileKeys = []registry.Key{
-	{Name: "watch", Default: "false", Doc: "path is a directory watched for new files; each file's progress is checkpointed in run.state_dir"},
-	{Name: "pattern", Default: "*", Doc: "watched files' name glob"},
-	{Name: "poll", Default: "10s", Doc: "how often a watched directory is listed"},
-	{Name: "settle", Default: "2s", Doc: "a watched file is read only after it has not changed for this long"},
-}
-
-func validateFiles(c registry.SourceConfig, bad registry.Bad) error {
-	switch {
-	case c.Pattern != "" && !c.Watch:
-		return bad("pattern", "applies only with watch: true (else put the glob in path)")
-	case c.Poll.Duration < 0:
-		return bad("poll", "must be >= 0")
-	case c.Settle.Duration < 0:
-		return bad("settle", "must be >= 0")
-	case c.Settle.Duration != 0 && !c.Watch:
-		return bad("settle", "applies only with watch: true")
-	}
-	return nil
-}
-
 func jsonlSource() registry.Source {
+	config := func() any { return &watchdir.Config{} }
 	return registry.Source{
-		Type: "jsonl", Doc: "one JSON document per line (id, title, text)", Keys: fileKeys, Validate: validateFiles,
+		Type: "jsonl", Doc: "one JSON document per line (id, title, text)", Config: config,
 		Open: func(c registry.SourceConfig) (connectors.Source, error) {
-			return files(c, func(p string) (connectors.Source, error) {
+			return files(c, *settingsOf[*watchdir.Config](c.Settings, config), func(p string) (connectors.Source, error) {
 				return jsonl.Open(jsonl.Options{Path: p, Source: c.Name, MaxLineBytes: jsonlLineBound(c.MaxDocBytes)})
 			})
 		},
 	}
 }
 
+// USPTOConfig is the uspto source's own keys: which parts of a patent make its text, and how
+// its files are found (a path read once, or a folder watched).
+type USPTOConfig struct {
+	Text  uspto.Config    `yaml:",inline"`
+	Files watchdir.Config `yaml:",inline"`
+}
+
+// Validate checks the text keys, then the file keys.
+func (c USPTOConfig) Validate(bad registry.Bad) error {
+	if err := c.Text.Validate(bad); err != nil {
+		return err
+	}
+	return c.Files.Validate(bad)
+}
+
+// Sections is source.sections of a uspto source (nil: all, in the default order, and for a
+// source of another type): what the patent XML readers outside the source -- the raw topic's
+// uspto-xml decoder, a search by document -- take as the text.
+func Sections(c registry.SourceConfig) []string {
+	if u, ok := c.Settings.(*USPTOConfig); ok {
+		return u.Text.Sections
+	}
+	return nil
+}
+
 func usptoSource() registry.Source {
+	config := func() any { return &USPTOConfig{} }
 	return registry.Source{
-		Type: "uspto", Doc: "USPTO full-text grants and applications, .xml or .zip",
-		Keys: append([]registry.Key{{Name: "sections", Default: "all", Doc: "which parts make the text, in order: title, abstract, claims, description"}}, fileKeys...),
-		Validate: func(c registry.SourceConfig, bad registry.Bad) error {
-			if err := validateFiles(c, bad); err != nil {
-				return err
-			}
-			if err := uspto.ValidateSections(c.Sections); err != nil {
-				return bad("sections", "%v", err)
-			}
-			return nil
-		},
+		Type: "uspto", Doc: "USPTO full-text grants and applications, .xml or .zip", Config: config,
 		Open: func(c registry.SourceConfig) (connectors.Source, error) {
-			if err := uspto.ValidateSections(c.Sections); err != nil {
-				return nil, err
-			}
-			return files(c, func(p string) (connectors.Source, error) {
-				return uspto.Open(uspto.Options{Path: p, Sections: c.Sections, MaxDocBytes: markupBound(c.MaxDocBytes)})
+			u := settingsOf[*USPTOConfig](c.Settings, config)
+			return files(c, u.Files, func(p string) (connectors.Source, error) {
+				return uspto.Open(uspto.Options{Path: p, Sections: u.Text.Sections, MaxDocBytes: markupBound(c.MaxDocBytes)})
 			})
 		},
 	}
@@ -155,12 +146,12 @@ func markupBound(maxDocBytes int64) int64 {
 
 // files opens a path of per-file sources: watched, or a fixed set read once. A path that
 // names no input is reported as source.path's, the key the user wrote it under.
-func files(c registry.SourceConfig, open func(string) (connectors.Source, error)) (connectors.Source, error) {
-	if c.Watch {
+func files(c registry.SourceConfig, w watchdir.Config, open func(string) (connectors.Source, error)) (connectors.Source, error) {
+	if w.Watch {
 		if fi, err := os.Stat(c.Path); err != nil || !fi.IsDir() {
 			return nil, fmt.Errorf("source.path: %q is not a folder (source.watch: true reads the files that arrive in a folder)%s", c.Path, relativeHint(c.Path))
 		}
-		return watchdir.Open(watchdir.Options{Dir: c.Path, Pattern: c.Pattern, Open: open, StateFile: c.StateFile, Poll: c.Poll.Duration, Settle: c.Settle.Duration})
+		return watchdir.Open(watchdir.Options{Dir: c.Path, Pattern: w.Pattern, Open: open, StateFile: c.StateFile, Poll: w.Poll, Settle: w.Settle})
 	}
 	s, err := multifile.Open(c.Path, open)
 	if err != nil {
@@ -186,56 +177,42 @@ func relativeHint(path string) string {
 	return fmt.Sprintf(" (relative paths are read from the directory reignpipe runs in, %s)", wd)
 }
 
-func openParquet(c registry.SinkConfig, env registry.SinkEnv) (connectors.Sink, error) {
-	return vectorfile.NewParquet(vectorfile.ParquetOptions{Dir: c.Dir, Dim: env.Dim, GNDim: env.GNDim, Metadata: env.Meta})
+func openParquet(dir string, env registry.SinkEnv) (connectors.Sink, error) {
+	return vectorfile.NewParquet(vectorfile.ParquetOptions{Dir: dir, Dim: env.Dim, GNDim: env.GNDim, Metadata: env.Meta})
 }
 
-func openJSONL(c registry.SinkConfig, _ registry.SinkEnv) (connectors.Sink, error) {
-	return vectorfile.NewJSONL(vectorfile.JSONLOptions{Dir: c.Dir})
+func openJSONL(dir string, _ registry.SinkEnv) (connectors.Sink, error) {
+	return vectorfile.NewJSONL(vectorfile.JSONLOptions{Dir: dir})
 }
 
 // fileSink is a sink writing part files into sinks[].dir.
-func fileSink(typ, doc string, open func(registry.SinkConfig, registry.SinkEnv) (connectors.Sink, error)) registry.Sink {
+func fileSink(typ, doc string, open func(dir string, env registry.SinkEnv) (connectors.Sink, error)) registry.Sink {
+	config := func() any { return &vectorfile.Config{} }
 	return registry.Sink{
-		Type: typ, Doc: doc,
-		Keys: []registry.Key{{Name: "dir", Default: "—", Doc: "folder of the part files (one sink per folder)"}},
-		Validate: func(c registry.SinkConfig, bad registry.Bad) error {
-			if c.Dir == "" {
-				return bad("dir", "missing")
-			}
-			return nil
-		},
-		Open: func(c registry.SinkConfig, env registry.SinkEnv) (connectors.Sink, error) {
-			s, err := open(c, env)
+		Type: typ, Doc: doc, Config: config,
+		Open: func(_ context.Context, c registry.SinkConfig, env registry.SinkEnv) (connectors.Sink, error) {
+			dir := settingsOf[*vectorfile.Config](c.Settings, config).Dir
+			s, err := open(dir, env)
 			if err != nil {
-				return nil, fmt.Errorf("sink %s %s: %w", c.Type, c.Dir, err)
+				return nil, fmt.Errorf("sink %s %s: %w", c.Type, dir, err)
 			}
 			return s, nil
 		},
-		Output: func(c registry.SinkConfig) string { return c.Dir },
+		Output: func(c registry.SinkConfig) string { return c.Dir() },
 	}
 }
 
-// TopicName is the rule for the topic names and prefixes a pipeline file gives.
-var TopicName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,200}$`)
+// KafkaSettings is a kafka sink's topic and format.
+func KafkaSettings(c registry.SinkConfig) *kafka.VectorSinkConfig {
+	return settingsOf[*kafka.VectorSinkConfig](c.Settings, kafkaConfig)
+}
+
+func kafkaConfig() any { return &kafka.VectorSinkConfig{} }
 
 func kafkaSink() registry.Sink {
 	return registry.Sink{
-		Type: "kafka", Doc: "vectors to a compacted topic keyed by doc id (transport.type: kafka)",
-		Keys: []registry.Key{
-			{Name: "topic", Default: "<p>.vectors", Doc: "the vector topic; default <transport.kafka.topics>.vectors"},
-			{Name: "format", Default: "rpdv", Doc: "rpdv (binary), json or connect-json (Kafka Connect JsonConverter); JSON records are never fragmented"},
-		},
-		Validate: func(c registry.SinkConfig, bad registry.Bad) error {
-			if c.Topic != "" && !TopicName.MatchString(c.Topic) {
-				return bad("topic", "%q is not a valid topic name", c.Topic)
-			}
-			if c.Format != "" && !slices.Contains(kafka.VectorFormats, c.Format) {
-				return bad("format", "%q is not rpdv, json or connect-json", c.Format)
-			}
-			return nil
-		},
-		Open: func(c registry.SinkConfig, env registry.SinkEnv) (connectors.Sink, error) {
+		Type: "kafka", Doc: "vectors to a compacted topic keyed by doc id (transport.type: kafka)", Config: kafkaConfig,
+		Open: func(_ context.Context, c registry.SinkConfig, env registry.SinkEnv) (connectors.Sink, error) {
 			if env.Kafka == nil {
 				return nil, errors.New("a kafka sink needs transport.type: kafka")
 			}
@@ -245,44 +222,33 @@ func kafkaSink() registry.Sink {
 			}
 			return s, nil
 		},
-		Output:    func(c registry.SinkConfig) string { return "kafka:" + c.Topic },
+		Output:    func(c registry.SinkConfig) string { return "kafka:" + KafkaSettings(c).Topic },
 		Transport: "kafka",
 	}
+}
+
+// PgvectorSettings is a pgvector sink's keys.
+func PgvectorSettings(c registry.SinkConfig) *pgvector.Config {
+	return settingsOf[*pgvector.Config](c.Settings, pgvectorConfig)
+}
+
+func pgvectorConfig() any {
+	c := pgvector.DefaultConfig()
+	return &c
 }
 
 func pgvectorSink() registry.Sink {
 	return registry.Sink{
 		Type: "pgvector", Doc: "vectors into PostgreSQL + pgvector, one table per vector space, newest version per doc id",
-		Keys: []registry.Key{
-			{Name: "dsn", Default: "PG* env", Doc: "libpq connection string or URL; empty: PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, PGSSLMODE"},
-			{Name: "table", Default: pgvector.DefaultTable, Doc: "table prefix: <table>_spaces lists the spaces, each in its table <table>_<kind>_<hash>"},
-			{Name: "batch_rows", Default: strconv.Itoa(pgvector.DefaultBatchRows), Doc: "rows per upsert statement; a commit (run.commit_every) is one transaction"},
-			{Name: "index", Default: pgvector.DefaultIndex, Doc: "hnsw (with the table), deferred (built when the run ends: faster bulk loads) or none"},
-			{Name: "distance", Default: pgvector.DefaultDistance, Doc: "inner_product (the vectors are L2-normalised: ranks as cosine, cheaper), cosine or l2"},
-			{Name: "retry_timeout", Default: "2m", Doc: "how long a commit waits for a database that is down before the run fails"},
+		Config: pgvectorConfig,
+		// ctx bounds the wait for a database that is down (retry_timeout): a signal stops it.
+		Open: func(ctx context.Context, c registry.SinkConfig, env registry.SinkEnv) (connectors.Sink, error) {
+			return pgvector.Open(ctx, pgvector.Options{Config: *PgvectorSettings(c), Dim: env.Dim, GNDim: env.GNDim, Key: env.Key})
 		},
-		Validate: func(c registry.SinkConfig, bad registry.Bad) error {
-			switch {
-			case c.Table != "" && pgvector.CheckTable(c.Table) != "":
-				return bad("table", "%s", pgvector.CheckTable(c.Table))
-			case c.BatchRows < 0:
-				return bad("batch_rows", "must be >= 1")
-			case c.Index != "" && pgvector.CheckIndex(c.Index) != "":
-				return bad("index", "%s", pgvector.CheckIndex(c.Index))
-			case c.Distance != "" && pgvector.CheckDistance(c.Distance) != "":
-				return bad("distance", "%s", pgvector.CheckDistance(c.Distance))
-			case c.RetryTimeout.Duration < 0:
-				return bad("retry_timeout", "must be > 0")
-			}
-			return nil
+		Output: func(c registry.SinkConfig) string {
+			p := PgvectorSettings(c)
+			return pgvector.Describe(p.DSN, p.Table)
 		},
-		Open: func(c registry.SinkConfig, env registry.SinkEnv) (connectors.Sink, error) {
-			return pgvector.Open(context.Background(), pgvector.Options{
-				DSN: c.DSN, Table: c.Table, BatchRows: c.BatchRows, Index: c.Index, Distance: c.Distance,
-				RetryTimeout: c.RetryTimeout.Duration, Dim: env.Dim, GNDim: env.GNDim, Key: env.Key,
-			})
-		},
-		Output: func(c registry.SinkConfig) string { return pgvector.Describe(c.DSN, c.Table) },
 	}
 }
 
@@ -296,23 +262,43 @@ func meanPool() registry.Aggregator {
 	}
 }
 
+// ReignConfig is the reign aggregation's keys.
+type ReignConfig struct {
+	Checkpoint string `yaml:"checkpoint" default:"—" doc:"directory with config.json + model.safetensors (+ reignpipe-manifest.json)"`
+	// TrainedOn names the GN (name or fingerprint) a checkpoint without a reignpipe manifest was
+	// trained on; such a checkpoint is refused without it.
+	TrainedOn   string `yaml:"trained_on" default:"—" doc:"GN name or fingerprint, required for a checkpoint without a manifest"`
+	SingleChunk string `yaml:"single_chunk" default:"reign" doc:"gn sends one-chunk documents to the GN mean-pool vector"` // reign (reference behaviour) | gn (the paper's advice)
+}
+
+// Validate reports the first bad value through bad.
+func (c ReignConfig) Validate(bad registry.Bad) error {
+	switch {
+	case c.Checkpoint == "":
+		return bad("checkpoint", "reign needs a checkpoint directory")
+	case c.SingleChunk != "reign" && c.SingleChunk != "gn":
+		return bad("single_chunk", "%q is not reign or gn", c.SingleChunk)
+	}
+	return nil
+}
+
+func reignConfig() any { return &ReignConfig{SingleChunk: "reign"} }
+
+// WithCheckpoint is a made a reign aggregation of the checkpoint in dir (a --checkpoint flag):
+// a reign section keeps its other keys, another takes reign's defaults.
+func WithCheckpoint(a registry.AggregateConfig, dir string) registry.AggregateConfig {
+	r := *reignConfig().(*ReignConfig)
+	if have, ok := a.Settings.(*ReignConfig); ok && a.Type == "reign" {
+		r = *have
+	}
+	r.Checkpoint = dir
+	return registry.AggregateConfig{Type: "reign", Settings: &r}
+}
+
 func reignAggregator() registry.Aggregator {
 	return registry.Aggregator{
 		Type: "reign", Doc: "a REIGN checkpoint run on ONNX Runtime; vectors also carry their GN mean-pool companion",
-		Keys: []registry.Key{
-			{Name: "checkpoint", Default: "—", Doc: "directory with config.json + model.safetensors (+ reignpipe-manifest.json)"},
-			{Name: "trained_on", Default: "—", Doc: "GN name or fingerprint, required for a checkpoint without a manifest"},
-			{Name: "single_chunk", Default: "reign", Doc: "gn sends one-chunk documents to the GN mean-pool vector"},
-		},
-		Validate: func(c registry.AggregateConfig, bad registry.Bad) error {
-			switch {
-			case c.Checkpoint == "":
-				return bad("checkpoint", "reign needs a checkpoint directory")
-			case c.SingleChunk != "reign" && c.SingleChunk != "gn":
-				return bad("single_chunk", "%q is not reign or gn", c.SingleChunk)
-			}
-			return nil
-		},
+		Config:  reignConfig,
 		Build:   buildREIGN,
 		Session: true,
 	}
@@ -325,7 +311,8 @@ func buildREIGN(env registry.AggregatorEnv) (registry.Built, error) {
 	if err != nil {
 		return registry.Built{}, err
 	}
-	dir := env.Config.Checkpoint
+	rc := settingsOf[*ReignConfig](env.Config.Settings, reignConfig)
+	dir := rc.Checkpoint
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return registry.Built{}, fmt.Errorf("aggregate.checkpoint: %s is not a folder%s; a REIGN checkpoint is a folder with config.json and model.safetensors: "+
 			"reignpipe train --out DIR writes one, and ops/checkpoints holds the committed ones", dir, relativeHint(dir))
@@ -335,7 +322,7 @@ func buildREIGN(env registry.AggregatorEnv) (registry.Built, error) {
 		return registry.Built{}, fmt.Errorf("aggregate.checkpoint: %w", err)
 	}
 	space := reign.Space{GNName: env.GNName, GNFingerprint: env.GN.Fingerprint, GNDim: env.GN.Dim, K: env.Params.K, S: env.Params.S}
-	if err := reign.CheckSpace(dir, ck, space, env.Config.TrainedOn); err != nil {
+	if err := reign.CheckSpace(dir, ck, space, rc.TrainedOn); err != nil {
 		return registry.Built{}, err
 	}
 	st, err := reign.NewStage(env.Runtime, ck, reign.StageOptions{
@@ -345,7 +332,7 @@ func buildREIGN(env registry.AggregatorEnv) (registry.Built, error) {
 		return registry.Built{}, err
 	}
 	b := registry.Built{Aggregator: st, Companion: meanPool, Close: func() { st.Close() }}
-	if env.Config.SingleChunk == "gn" {
+	if rc.SingleChunk == "gn" {
 		b.Aggregator = aggregate.SingleChunkRouter{Multi: st, Single: meanPool}
 	}
 	return b, nil

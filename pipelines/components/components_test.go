@@ -10,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/connectors/pgvector"
+	"github.com/reignpipe/reignpipe/connectors/uspto"
+	"github.com/reignpipe/reignpipe/connectors/watchdir"
 	"github.com/reignpipe/reignpipe/pipelines/registry"
 )
 
@@ -75,5 +78,48 @@ func TestWikipediaPageBoundFollowsMaxDocBytes(t *testing.T) {
 	_ = ack(context.Background(), err)
 	if d, _, err := src.Read(context.Background()); err != nil || d.ID != "testwiki:2" {
 		t.Fatalf("second page: %v %v", d.ID, err)
+	}
+}
+
+// WithCheckpoint makes any aggregation a reign one of the given checkpoint: a reign section
+// keeps its other keys (and the caller's section is not changed), another takes reign's defaults.
+func TestWithCheckpoint(t *testing.T) {
+	mine := &ReignConfig{Checkpoint: "old", TrainedOn: "bge-small-en-v15", SingleChunk: "gn"}
+	cases := []struct {
+		name string
+		in   registry.AggregateConfig
+		want ReignConfig
+	}{
+		{"from meanpool", registry.AggregateConfig{Type: "meanpool"}, ReignConfig{Checkpoint: "new", SingleChunk: "reign"}},
+		{"from reign", registry.AggregateConfig{Type: "reign", Settings: mine}, ReignConfig{Checkpoint: "new", TrainedOn: "bge-small-en-v15", SingleChunk: "gn"}},
+		{"from a section built in code", registry.AggregateConfig{}, ReignConfig{Checkpoint: "new", SingleChunk: "reign"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := WithCheckpoint(c.in, "new")
+			if got.Type != "reign" || *got.Settings.(*ReignConfig) != c.want {
+				t.Fatalf("%+v %+v, want %+v", got, got.Settings, c.want)
+			}
+		})
+	}
+	if mine.Checkpoint != "old" {
+		t.Fatal("the caller's section changed")
+	}
+}
+
+// The typed accessors give a section's settings, or the type's defaults for one built in code.
+func TestSettingsAccessors(t *testing.T) {
+	if got := Sections(registry.SourceConfig{Type: "uspto", Settings: &USPTOConfig{Text: uspto.Config{Sections: []string{"claims"}}}}); len(got) != 1 || got[0] != "claims" {
+		t.Fatalf("uspto sections %v", got)
+	}
+	if got := Sections(registry.SourceConfig{Type: "jsonl", Settings: &watchdir.Config{}}); got != nil {
+		t.Fatalf("jsonl sections %v", got)
+	}
+	if p := PgvectorSettings(registry.SinkConfig{Type: "pgvector"}); *p != pgvector.DefaultConfig() {
+		t.Fatalf("pgvector defaults %+v", p)
+	}
+	s, _ := Builtin().Sink("pgvector")
+	if got := s.Output(registry.SinkConfig{Type: "pgvector", Settings: &pgvector.Config{DSN: "postgres://u:secret@db:5432/v", Table: "docs"}}); got != "pgvector:db:5432/v table docs" {
+		t.Fatalf("output %q", got)
 	}
 }

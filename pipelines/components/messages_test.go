@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/reignpipe/reignpipe/connectors/watchdir"
 	"github.com/reignpipe/reignpipe/pipelines/registry"
 	"github.com/reignpipe/reignpipe/stages/gn"
 )
@@ -31,7 +32,7 @@ func TestSourcePathMessages(t *testing.T) {
 			`source.path: no input file matches "` + filepath.Join(dir, "*.jsonl") + `"`},
 		{"jsonl, an empty folder", registry.SourceConfig{Type: "jsonl", Path: empty}, `source.path: the folder "` + empty + `" holds no input files`},
 		{"uspto, nothing there", registry.SourceConfig{Type: "uspto", Path: filepath.Join(dir, "ipg*.zip")}, "source.path: no input file matches"},
-		{"watched folder missing", registry.SourceConfig{Type: "jsonl", Path: filepath.Join(dir, "inbox"), Watch: true, StateFile: filepath.Join(dir, "s.json")},
+		{"watched folder missing", registry.SourceConfig{Type: "jsonl", Path: filepath.Join(dir, "inbox"), Settings: &watchdir.Config{Watch: true}, StateFile: filepath.Join(dir, "s.json")},
 			"source.path: \"" + filepath.Join(dir, "inbox") + "\" is not a folder (source.watch: true reads the files that arrive in a folder)"},
 		{"wikipedia dump missing", registry.SourceConfig{Type: "wikipedia", Path: filepath.Join(dir, "enwiki.xml.bz2")},
 			`source.path: "` + filepath.Join(dir, "enwiki.xml.bz2") + `" does not exist`},
@@ -57,7 +58,7 @@ func TestSourcePathMessages(t *testing.T) {
 func TestCheckpointMissing(t *testing.T) {
 	a, _ := Builtin().Aggregator("reign")
 	_, err := a.Build(registry.AggregatorEnv{
-		Config: registry.AggregateConfig{Type: "reign", Checkpoint: "ckpt/best", SingleChunk: "reign"},
+		Config: WithCheckpoint(registry.AggregateConfig{Type: "meanpool"}, "ckpt/best"),
 		GN:     gn.Identity{Dim: 8, Fingerprint: "gn@x"},
 	})
 	if err == nil || !strings.HasPrefix(err.Error(), "aggregate.checkpoint: ckpt/best is not a folder (relative paths are read from") ||

@@ -196,7 +196,7 @@ func loadOnce(ctx context.Context, o options, sink string, vs []schemas.DocVecto
 		}
 		s = ps
 	default:
-		ps, err := pgvector.Open(ctx, pgvector.Options{DSN: o.dsn, Table: prefix, Index: sink, BatchRows: o.batchRows, Dim: len(vs[0].Vector)})
+		ps, err := pgvector.Open(ctx, pgvector.Options{Config: pgvector.Config{DSN: o.dsn, Table: prefix, Index: sink, BatchRows: o.batchRows}, Dim: len(vs[0].Vector)})
 		if err != nil {
 			return res, err
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/reignpipe/reignpipe/internal/kafkaclient"
 	"github.com/reignpipe/reignpipe/internal/promtext"
 	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/components"
 	"github.com/reignpipe/reignpipe/pipelines/engine"
 	"github.com/reignpipe/reignpipe/pipelines/engine/launch"
 	"github.com/reignpipe/reignpipe/pipelines/engine/parts"
@@ -38,7 +39,7 @@ var StageNames = map[string]string{
 var rawFormats = map[string]func(pipelines.SourceConfig) kafka.Decoder{
 	"json": func(pipelines.SourceConfig) kafka.Decoder { return kafka.RawJSON },
 	"uspto-xml": func(c pipelines.SourceConfig) kafka.Decoder {
-		return func(v []byte) (schemas.Document, string, error) { return uspto.DecodeXML(v, c.Sections) }
+		return func(v []byte) (schemas.Document, string, error) { return uspto.DecodeXML(v, components.Sections(c)) }
 	},
 }
 
@@ -191,18 +192,19 @@ func (e *stageEnv) ensureTopics(ctx context.Context) error {
 }
 
 func vectorTopic(k pipelines.KafkaConfig, s pipelines.SinkConfig) string {
-	if s.Topic != "" {
-		return s.Topic
+	if t := components.KafkaSettings(s).Topic; t != "" {
+		return t
 	}
 	return k.VectorsTopic()
 }
 
 func (e *stageEnv) kafkaSink(s pipelines.SinkConfig) (connectors.Sink, error) {
-	p, err := e.vectorProducer(vectorTopic(e.cfg.Transport.Kafka, s), s.Format)
+	format := components.KafkaSettings(s).Format
+	p, err := e.vectorProducer(vectorTopic(e.cfg.Transport.Kafka, s), format)
 	if err != nil {
 		return nil, err
 	}
-	vs, err := kafka.NewVectorSinkFormat(p, s.Format)
+	vs, err := kafka.NewVectorSinkFormat(p, format)
 	if err != nil {
 		p.Close(context.Background())
 		return nil, err
@@ -265,7 +267,7 @@ func (e *stageEnv) aggregate(ctx context.Context, dl connectors.DeadLetterSink, 
 		return nil, err
 	}
 	defer pp.Close()
-	outs, names, closeSinks, err := launch.OpenSinks(cfg, launch.SinkEnv(pp.GN, pp.Params, pp.Aggregator, pp.Companion, e.kafkaSink))
+	outs, names, closeSinks, err := launch.OpenSinks(ctx, cfg, launch.SinkEnv(pp.GN, pp.Params, pp.Aggregator, pp.Companion, e.kafkaSink))
 	if err != nil {
 		return nil, err
 	}

@@ -68,7 +68,7 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (_ *engine.Summa
 			return nil, err
 		}
 		for _, s := range cfg.Sinks {
-			if err := ClearDir(s.Dir); err != nil {
+			if err := ClearDir(s.Dir()); err != nil {
 				return nil, err
 			}
 		}
@@ -144,7 +144,7 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (_ *engine.Summa
 		}
 	}()
 	if !o.NoVectors {
-		outs, outDirs, closeSinks, err = OpenSinks(cfg, SinkEnv(pp.GN, params, pp.Aggregator, pp.Companion, o.KafkaSink))
+		outs, outDirs, closeSinks, err = OpenSinks(ctx, cfg, SinkEnv(pp.GN, params, pp.Aggregator, pp.Companion, o.KafkaSink))
 		if err != nil {
 			return nil, err
 		}
@@ -264,8 +264,9 @@ func SinkEnv(id gn.Identity, p chunk.Params, agg, companion aggregate.Aggregator
 }
 
 // OpenSinks opens the configured vector sinks through their registered types; closeAll closes
-// them. On an error the ones already opened are closed.
-func OpenSinks(cfg *pipelines.Config, env registry.SinkEnv) (sinks []connectors.Sink, outputs []string, closeAll func() error, err error) {
+// them. On an error the ones already opened are closed. ctx bounds the opening (a database
+// sink waiting for its server): a signal ends it.
+func OpenSinks(ctx context.Context, cfg *pipelines.Config, env registry.SinkEnv) (sinks []connectors.Sink, outputs []string, closeAll func() error, err error) {
 	reg := components.Builtin()
 	closeAll = func() error {
 		var errs []error
@@ -281,7 +282,7 @@ func OpenSinks(cfg *pipelines.Config, env registry.SinkEnv) (sinks []connectors.
 			return nil, nil, nil, fmt.Errorf("no sink connector %q", sc.Type)
 		}
 		env.Key = fmt.Sprintf("sinks[%d]", i)
-		s, err := typ.Open(sc, env)
+		s, err := typ.Open(ctx, sc, env)
 		if err != nil {
 			closeAll()
 			return nil, nil, nil, err
@@ -347,12 +348,12 @@ func ResumeCheckpoint(ck *runstate.Checkpoint, cfg *pipelines.Config) (why strin
 }
 
 // ConfiguredSinks opens cfg's vector sinks as `reignpipe run` does, for the re-aggregation of a
-// cached corpus (`reignpipe reaggregate --sinks`, `tune --apply`). A kafka sink needs a
-// distributed stage's producer and is refused here as in an embedded run.
-func ConfiguredSinks(cfg *pipelines.Config) reaggregate.Sinks {
+// cached corpus (`reignpipe reaggregate --sinks`, `tune --apply`); ctx bounds their opening. A
+// kafka sink needs a distributed stage's producer and is refused here as in an embedded run.
+func ConfiguredSinks(ctx context.Context, cfg *pipelines.Config) reaggregate.Sinks {
 	return func(id gn.Identity, agg, companion aggregate.Aggregator) ([]connectors.Sink, []string, error) {
 		params := chunk.Params{K: cfg.Chunking.K, S: cfg.Chunking.S}
-		sinks, outputs, _, err := OpenSinks(cfg, SinkEnv(id, params, agg, companion, nil))
+		sinks, outputs, _, err := OpenSinks(ctx, cfg, SinkEnv(id, params, agg, companion, nil))
 		return sinks, outputs, err
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/reignpipe/reignpipe/internal/testenv"
 	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/components"
 	"github.com/reignpipe/reignpipe/stages/gn"
 )
 
@@ -73,7 +74,7 @@ func TestOpenFailureClosesWhatWasOpened(t *testing.T) {
 	if _, err := Open(cfg, Want{Cache: true, Aggregator: true}); err == nil || !strings.Contains(err.Error(), "REIGN checkpoint") {
 		t.Fatalf("want a REIGN checkpoint error, got %v", err)
 	}
-	cfg.Aggregate = pipelines.AggregateConfig{Type: "meanpool", SingleChunk: "reign"}
+	cfg.Aggregate = pipelines.AggregateConfig{Type: "meanpool"}
 	p, err := Open(cfg, Want{Cache: true})
 	if err != nil {
 		t.Fatalf("the cache was left open by the failed Open: %v", err)
@@ -120,7 +121,7 @@ func TestOpenWithoutRuntime(t *testing.T) {
 		}
 	}
 	// A REIGN aggregator runs a session, so it does need the library.
-	cfg.Aggregate = pipelines.AggregateConfig{Type: "reign", Checkpoint: t.TempDir()}
+	cfg.Aggregate = components.WithCheckpoint(cfg.Aggregate, t.TempDir())
 	if _, err := Open(cfg, Want{Aggregator: true}); err == nil || !strings.Contains(err.Error(), "no-such-libonnxruntime.so") {
 		t.Errorf("REIGN without the ONNX Runtime library: %v", err)
 	}

@@ -86,11 +86,12 @@ func Run(cfg *pipelines.Config, repair bool) (Report, error) {
 		manifests = c
 	}
 	for _, s := range cfg.Sinks {
-		if s.Dir == "" {
-			continue // kafka
+		dir := s.Dir()
+		if dir == "" {
+			continue // kafka, pgvector
 		}
-		o := Output{Dir: s.Dir}
-		err := vectorfile.ReadVectors(s.Dir, func(v schemas.DocVector) error {
+		o := Output{Dir: dir}
+		err := vectorfile.ReadVectors(dir, func(v schemas.DocVector) error {
 			o.Vectors++
 			if manifests == nil {
 				return nil
@@ -109,7 +110,7 @@ func Run(cfg *pipelines.Config, repair bool) (Report, error) {
 			o.Error = err.Error()
 		}
 		rep.Outputs = append(rep.Outputs, o)
-		rep.Temps = append(rep.Temps, glob(s.Dir, ".part-*.tmp", "part-*.tmp")...)
+		rep.Temps = append(rep.Temps, glob(dir, ".part-*.tmp", "part-*.tmp")...)
 	}
 	rep.Temps = append(rep.Temps, glob(cfg.Run.StateDir, ".tmp-*")...)
 	if repair {

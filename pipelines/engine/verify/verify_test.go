@@ -46,7 +46,7 @@ run: {state_dir: %q}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	sink, err := vectorfile.NewJSONL(vectorfile.JSONLOptions{Dir: cfg.Sinks[0].Dir})
+	sink, err := vectorfile.NewJSONL(vectorfile.JSONLOptions{Dir: cfg.Sinks[0].Dir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ run: {state_dir: %q}
 	if after, _ := Run(cfg, false); !after.OK() {
 		t.Fatalf("after repair: %+v %+v", after, after.Cache)
 	}
-	part := filepath.Join(cfg.Sinks[0].Dir, "part-00000001.jsonl")
+	part := filepath.Join(cfg.Sinks[0].Dir(), "part-00000001.jsonl")
 	pb, _ := os.ReadFile(part)
 	pb[len(pb)-5] ^= 1
 	if err := os.WriteFile(part, pb, 0o644); err != nil {
@@ -120,7 +120,7 @@ sinks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	sink, err := vectorfile.NewParquet(vectorfile.ParquetOptions{Dir: cfg.Sinks[0].Dir, Dim: 2})
+	sink, err := vectorfile.NewParquet(vectorfile.ParquetOptions{Dir: cfg.Sinks[0].Dir(), Dim: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,12 @@ func openSource(source, input string, sections []string) (connectors.Source, err
 	if !ok {
 		return nil, fmt.Errorf("benchdata: source %q is not a connector", source)
 	}
-	return typ.Open(registry.SourceConfig{Type: source, Path: input, Sections: sections})
+	c := registry.SourceConfig{Type: source, Path: input}
+	if u, ok := typ.Settings(c).(*components.USPTOConfig); ok {
+		u.Text.Sections = sections
+		c.Settings = u
+	}
+	return typ.Open(c)
 }
 
 // readAll reads a source to its end into a docSet. Inputs the source cannot decode are

@@ -8,6 +8,7 @@ import (
 
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/connectors/memsource"
+	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/engine"
 	"github.com/reignpipe/reignpipe/pipelines/quality/beir"
@@ -55,8 +56,8 @@ func EncodeSides(ctx context.Context, encode Encoder, cfg *pipelines.Config, ds 
 		c := *cfg
 		c.Name = "eval-" + side.name
 		c.Source = pipelines.SourceConfig{Type: "memory", Path: side.what, Name: side.name}
-		c.Aggregate = pipelines.AggregateConfig{Type: "meanpool", SingleChunk: "reign"}
-		c.Sinks = []pipelines.SinkConfig{{Type: "parquet", Dir: filepath.Join(outDir, "vectors-"+side.name)}}
+		c.Aggregate = pipelines.AggregateConfig{Type: "meanpool"}
+		c.Sinks = []pipelines.SinkConfig{{Type: "parquet", Settings: &vectorfile.Config{Dir: filepath.Join(outDir, "vectors-"+side.name)}}}
 		c.DeadLetter.Path = filepath.Join(outDir, "deadletter.jsonl")
 		c.Run.StateDir, c.Run.Summary, c.Run.Progress = filepath.Join(outDir, "state"), "", "log"
 		// Every document is encoded, blank ones too: a corpus is scored whole, and the

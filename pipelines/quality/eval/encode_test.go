@@ -8,6 +8,7 @@ import (
 
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/components"
 	"github.com/reignpipe/reignpipe/pipelines/engine"
 	"github.com/reignpipe/reignpipe/pipelines/quality/beir"
 )
@@ -16,11 +17,11 @@ import (
 // output folder, and adds up their window counts; a failed document fails the evaluation.
 func TestEncodeSides(t *testing.T) {
 	ds := &beir.Dataset{Corpus: []beir.Doc{{ID: "d1", Text: "x"}, {ID: "d2", Text: ""}}, Queries: []beir.Query{{ID: "q1", Text: "y"}}}
-	cfg := &pipelines.Config{Name: "p", Aggregate: pipelines.AggregateConfig{Type: "reign", Checkpoint: "ck"}}
+	cfg := &pipelines.Config{Name: "p", Aggregate: components.WithCheckpoint(pipelines.AggregateConfig{}, "ck")}
 	out := t.TempDir()
 	var runs []string
 	enc := func(_ context.Context, c *pipelines.Config, src connectors.Source) (engine.Summary, error) {
-		runs = append(runs, c.Name+" "+c.Source.Name+" "+c.Aggregate.Type+" "+c.Sinks[0].Dir)
+		runs = append(runs, c.Name+" "+c.Source.Name+" "+c.Aggregate.Type+" "+c.Sinks[0].Dir())
 		return engine.Summary{Windows: 3, GNWindows: 2, CacheHits: 1}, nil
 	}
 	n, err := EncodeSides(context.Background(), enc, cfg, ds, out)

@@ -25,6 +25,7 @@ import (
 
 	"github.com/reignpipe/reignpipe/internal/atomicfile"
 	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/components"
 	"github.com/reignpipe/reignpipe/pipelines/engine/launch"
 	"github.com/reignpipe/reignpipe/pipelines/engine/parts"
 	"github.com/reignpipe/reignpipe/pipelines/engine/reaggregate"
@@ -270,7 +271,7 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (*Summary, error
 
 	// 4. Score the test halves, REIGN (Go, ONNX Runtime) against the mean-pool of the same chunks.
 	rcfg := *cfg
-	rcfg.Aggregate.Type, rcfg.Aggregate.Checkpoint = "reign", sum.Scored
+	rcfg.Aggregate = components.WithCheckpoint(cfg.Aggregate, sum.Scored)
 	if err := score(&rcfg, bySplit[Test], sum); err != nil {
 		return nil, err
 	}
@@ -375,8 +376,8 @@ func Promote(ctx context.Context, cfg *pipelines.Config, best, out string, apply
 		return ckpt, nil, nil
 	}
 	rcfg := *cfg
-	rcfg.Aggregate.Type, rcfg.Aggregate.Checkpoint = "reign", ckpt
-	as, err := reaggregate.RunInto(ctx, &rcfg, launch.ConfiguredSinks(&rcfg))
+	rcfg.Aggregate = components.WithCheckpoint(cfg.Aggregate, ckpt)
+	as, err := reaggregate.RunInto(ctx, &rcfg, launch.ConfiguredSinks(ctx, &rcfg))
 	if err != nil {
 		return ckpt, &as, fmt.Errorf("tune: --apply: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/reignpipe/reignpipe/connectors/pgvector"
 	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/components"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -16,11 +17,12 @@ type pgStore struct {
 }
 
 func openPG(ctx context.Context, sc pipelines.SinkConfig) (Store, error) {
-	table := sc.Table
+	p := components.PgvectorSettings(sc)
+	table := p.Table
 	if table == "" {
 		table = pgvector.DefaultTable
 	}
-	s, err := pgvector.OpenSearcher(ctx, pgvector.SearchOptions{DSN: sc.DSN, Table: table})
+	s, err := pgvector.OpenSearcher(ctx, pgvector.SearchOptions{DSN: p.DSN, Table: table})
 	if err != nil {
 		return nil, err
 	}

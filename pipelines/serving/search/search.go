@@ -206,7 +206,7 @@ func OpenStore(ctx context.Context, cfg *pipelines.Config, i int) (Store, error)
 	sc := cfg.Sinks[i]
 	switch sc.Type {
 	case "parquet", "jsonl":
-		return fileStore{dir: sc.Dir}, nil
+		return fileStore{dir: sc.Dir()}, nil
 	case "pgvector":
 		return openPG(ctx, sc)
 	}
