@@ -164,9 +164,17 @@ func Command(pkg string, args []string) string {
 			}
 			continue
 		}
-		out = append(out, a)
+		out = append(out, shellQuote(a))
 	}
 	return strings.Join(out, " ")
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but plain word characters.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=./,:@%+") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // Append adds section to the results file at path, creating it (and its folder) with title as

@@ -27,7 +27,10 @@
 // chunker): windows and distinct window keys; from `reignpipe materialize` into a fresh cache:
 // the distinct windows the cluster's store holds (a check: it must equal the corpus's); with
 // kcat: the vector records. The wall time runs from starting the workers to the last vector
-// record's timestamp (idle-exit waits excluded). Topics are deleted afterwards unless -keep.
+// record's timestamp (idle-exit waits excluded). Topics are deleted afterwards unless -keep
+// (-delete PREFIX removes a kept trial's). -corpus-only prints what the corpora cut into and
+// needs neither broker nor GN pass. The fixed windows share a key only where the text before
+// them is the same, so in B the shared description leads and the distinct claims follow.
 package main
 
 import (
