@@ -16,7 +16,7 @@ import (
 
 	kafka "github.com/segmentio/kafka-go"
 
-	kafkaclient "github.com/reignpipe/reignpipe/internal/kafka"
+	"github.com/reignpipe/reignpipe/internal/kafkaclient"
 )
 
 // proc is one stage process of a trial: its summary (stdout) and log (stderr) go to files in
