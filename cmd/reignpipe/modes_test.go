@@ -97,11 +97,13 @@ func TestEveryModeSameVectorsAndRows(t *testing.T) {
 	// The query side: each document's text embedded as a query, into a cache of its own.
 	qcfg := *cfg
 	qcfg.Cache.Dir = filepath.Join(s.dir, "cache-query")
+	texts := jsonlTexts(t, input)
 	e, err := query.Open(&qcfg, query.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	texts := jsonlTexts(t, input)
+	// The process has one ONNX Runtime environment: a test that fails must release it too.
+	t.Cleanup(func() { e.Close() })
 	got := map[string]schemas.DocVector{}
 	for _, id := range ids {
 		res, err := e.Embed(context.Background(), schemas.Document{ID: id, Source: "t", Title: want[id].Title, Version: want[id].Version, Text: texts[id]})
@@ -158,7 +160,7 @@ func sameBits(t *testing.T, mode string, want, got map[string]schemas.DocVector)
 // jsonlTexts maps the corpus's doc ids ("t:<id>") to their text, as the JSONL source reads it.
 func jsonlTexts(t *testing.T, path string) map[string]string {
 	t.Helper()
-	py := testenv.Python(t)
+	py := testenv.Python(t, "json")
 	out, err := exec.Command(py, "-c", `
 import json, sys
 for line in open(sys.argv[1]):

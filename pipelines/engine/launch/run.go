@@ -138,7 +138,9 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (_ *engine.Summa
 		if handedOver {
 			return
 		}
-		closeSinks()
+		if closeSinks != nil { // OpenSinks closed what it had opened when it failed
+			closeSinks()
+		}
 		for _, s := range chunkSinks {
 			s.Close(context.Background())
 		}
