@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/reignpipe/reignpipe/schemas"
 )
@@ -198,4 +199,35 @@ type ChunkSource interface {
 // runner drops the work still queued for it. Called right after Read, from the same goroutine.
 type Leased interface {
 	Lease() context.Context
+}
+
+// VectorStore answers queries over the vectors a sink stored (a pgvector sink's tables, the
+// vector files' parts): what `search` and `serve` rank documents with.
+type VectorStore interface {
+	// Name says which store answers, for the output ("pgvector table prefix reignpipe",
+	// "files out/vectors").
+	Name() string
+	// Search ranks the newest vector of every document in space against q and returns the k
+	// best, best first, ties by ascending doc id, leaving out what ex excludes. exact asks an
+	// indexed store for a full scan (a scan is always exact). It is safe for concurrent use.
+	Search(ctx context.Context, space string, q []float32, k int, ex schemas.Exclude, exact bool) (*schemas.Answer, error)
+	// Lookup returns the stored newest vector of docID in space (Space and Vector set to it,
+	// no companion). A doc id the store does not hold is a *NotFoundError.
+	Lookup(ctx context.Context, space, docID string) (*schemas.DocVector, error)
+	Close() error
+}
+
+// NotFoundError is a doc id a store does not hold. Near lists up to three stored ids that end
+// in ":"+ID: sources prefix ids with their file or corpus name (corpus:bread), and users type
+// the bare id.
+type NotFoundError struct {
+	ID, Where string
+	Near      []string
+}
+
+func (e *NotFoundError) Error() string {
+	if len(e.Near) > 0 {
+		return fmt.Sprintf("no document %q in %s; ids are prefixed with their source: did you mean %s?", e.ID, e.Where, strings.Join(e.Near, " or "))
+	}
+	return fmt.Sprintf("no document %q in %s", e.ID, e.Where)
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
 
+	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -40,4 +41,17 @@ func (s *Searcher) Vector(ctx context.Context, space, docID string) (v *schemas.
 	}
 	out.ContentHash, out.Space, out.Vector = uint64(hash), space, emb.Slice()
 	return &out, nil, true, nil
+}
+
+// Lookup is Vector as a connectors.VectorStore answers it: a doc id the tables do not hold is a
+// *connectors.NotFoundError naming the ids it probably meant.
+func (s *Searcher) Lookup(ctx context.Context, space, docID string) (*schemas.DocVector, error) {
+	v, near, found, err := s.Vector(ctx, space, docID)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, &connectors.NotFoundError{ID: docID, Where: s.Name(), Near: near}
+	}
+	return v, nil
 }

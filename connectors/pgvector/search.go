@@ -12,14 +12,16 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	pgv "github.com/pgvector/pgvector-go"
 	pgxvec "github.com/pgvector/pgvector-go/pgx"
+	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/schemas"
 )
 
 // SearchOptions configure a Searcher. Table is the sink's table prefix ("" = reignpipe); DSN as
 // for the sink ("" = the PG* environment variables).
 type SearchOptions struct{ DSN, Table string }
 
-// Searcher answers nearest-neighbour queries over the tables a Sink wrote. It is safe for
-// concurrent use: queries share a connection pool.
+// Searcher answers nearest-neighbour queries over the tables a Sink wrote: the pgvector sink's
+// connectors.VectorStore. It is safe for concurrent use: queries share a connection pool.
 type Searcher struct {
 	pool   *pgxpool.Pool
 	prefix string
@@ -27,23 +29,6 @@ type Searcher struct {
 
 	mu     sync.Mutex
 	spaces map[string]SpaceInfo // registered spaces seen so far (Rows not kept)
-}
-
-// Exclude leaves the query document out of the results: its doc id, and with ExcludeHash also
-// every row with its content hash (the same text under another id).
-type Exclude struct {
-	DocID       string
-	ContentHash uint64
-	ExcludeHash bool
-}
-
-// Hit is one result row. Score is the similarity the table ranks by: the inner product for
-// inner_product, 1 - cosine distance for cosine, minus the L2 distance for l2; higher is
-// nearer.
-type Hit struct {
-	DocID, Title, Source, Version string
-	ContentHash                   uint64
-	Score                         float64
 }
 
 // SpaceInfo describes one registered space: its table, distance, dimension and row count.
@@ -89,8 +74,13 @@ func OpenSearcher(ctx context.Context, o SearchOptions) (*Searcher, error) {
 	return s, nil
 }
 
+var _ connectors.VectorStore = (*Searcher)(nil)
+
+// Name says which store answers.
+func (s *Searcher) Name() string { return "pgvector table prefix " + s.prefix }
+
 // Close releases the connections.
-func (s *Searcher) Close() { s.pool.Close() }
+func (s *Searcher) Close() error { s.pool.Close(); return nil }
 
 // Spaces lists the registered spaces, by name, with their row counts (exact: a count over each
 // table).
@@ -158,8 +148,10 @@ func (s *Searcher) space(ctx context.Context, name string) (SpaceInfo, error) {
 // Search returns the k rows nearest to q in space, best first, ties by ascending doc id. ex
 // leaves the query document out. exact=false walks the HNSW index with hnsw.ef_search =
 // max(40, 2k) (at most 1000) and an iterative scan in strict order, so the exclusion filter
-// still leaves k rows; exact=true scans the table for the true top k.
-func (s *Searcher) Search(ctx context.Context, space string, q []float32, k int, ex Exclude, exact bool) ([]Hit, error) {
+// still leaves k rows; exact=true scans the table for the true top k. A hit's score is the
+// similarity the table ranks by: the inner product for inner_product, 1 - cosine distance for
+// cosine, minus the L2 distance for l2.
+func (s *Searcher) Search(ctx context.Context, space string, q []float32, k int, ex schemas.Exclude, exact bool) (*schemas.Answer, error) {
 	if k < 1 {
 		return nil, fmt.Errorf("pgvector search: k must be >= 1 (got %d)", k)
 	}
@@ -174,7 +166,7 @@ func (s *Searcher) Search(ctx context.Context, space string, q []float32, k int,
 	if err != nil {
 		return nil, err
 	}
-	var hits []Hit
+	var hits []schemas.Hit
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		for _, set := range settings {
 			if _, err := tx.Exec(ctx, set); err != nil {
@@ -185,8 +177,8 @@ func (s *Searcher) Search(ctx context.Context, space string, q []float32, k int,
 		if err != nil {
 			return err
 		}
-		hits, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Hit, error) {
-			var h Hit
+		hits, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (schemas.Hit, error) {
+			var h schemas.Hit
 			var hash int64
 			err := r.Scan(&h.DocID, &h.Title, &h.Source, &h.Version, &hash, &h.Score)
 			h.ContentHash = uint64(hash)
@@ -197,18 +189,18 @@ func (s *Searcher) Search(ctx context.Context, space string, q []float32, k int,
 	if err != nil {
 		return nil, s.wrap(err)
 	}
-	return hits, nil
+	return &schemas.Answer{Store: s.Name(), Exact: exact, Hits: hits}, nil
 }
 
 // searchQuery is the query Search runs, after its settings (SET LOCAL, in one transaction).
-func searchQuery(info SpaceInfo, q []float32, k int, ex Exclude, exact bool) (settings []string, sql string, args []any, err error) {
+func searchQuery(info SpaceInfo, q []float32, k int, ex schemas.Exclude, exact bool) (settings []string, sql string, args []any, err error) {
 	op := distanceOp(info.Distance)
 	score := map[string]string{InnerProduct: "-d", Cosine: "1 - d", L2: "-d"}[info.Distance]
 	if score == "" {
 		return nil, "", nil, fmt.Errorf("pgvector search: space %s has distance %q, which this reignpipe does not know", info.Space, info.Distance)
 	}
 	where, args := "doc_id <> $2", []any{pgv.NewVector(q), ex.DocID}
-	if ex.ExcludeHash {
+	if ex.ByHash {
 		where += " AND content_hash <> $3"
 		args = append(args, int64(ex.ContentHash))
 	}

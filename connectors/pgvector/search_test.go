@@ -40,15 +40,15 @@ func openSearcher(t *testing.T, dsn, prefix string) *Searcher {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Close)
+	t.Cleanup(func() { s.Close() })
 	return s
 }
 
 // bruteForce ranks docs by the similarity distance scores, best first, ties by doc id.
-func bruteForce(docs []schemas.DocVector, q []float32, distance string, ex Exclude) []Hit {
-	var hits []Hit
+func bruteForce(docs []schemas.DocVector, q []float32, distance string, ex schemas.Exclude) []schemas.Hit {
+	var hits []schemas.Hit
 	for _, d := range docs {
-		if d.DocID == ex.DocID || (ex.ExcludeHash && d.ContentHash == ex.ContentHash) {
+		if d.DocID == ex.DocID || (ex.ByHash && d.ContentHash == ex.ContentHash) {
 			continue
 		}
 		var dot, l2 float64
@@ -60,7 +60,7 @@ func bruteForce(docs []schemas.DocVector, q []float32, distance string, ex Exclu
 		if distance == L2 {
 			score = -math.Sqrt(l2)
 		}
-		hits = append(hits, Hit{DocID: d.DocID, Title: d.Title, Source: d.Source, Version: d.Version, ContentHash: d.ContentHash, Score: score})
+		hits = append(hits, schemas.Hit{DocID: d.DocID, Title: d.Title, Source: d.Source, Version: d.Version, ContentHash: d.ContentHash, Score: score})
 	}
 	sort.Slice(hits, func(i, j int) bool {
 		if hits[i].Score != hits[j].Score {
@@ -73,7 +73,7 @@ func bruteForce(docs []schemas.DocVector, q []float32, distance string, ex Exclu
 
 // sameRanking compares a ranking with the brute-force one. pgvector sums in float32, so two
 // rows whose scores differ by less than tol may come in either order.
-func sameRanking(t *testing.T, got, want []Hit, tol float64) {
+func sameRanking(t *testing.T, got, want []schemas.Hit, tol float64) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%d hits, want %d", len(got), len(want))
@@ -102,12 +102,12 @@ func TestSearchExactEqualsBruteForce(t *testing.T) {
 			s := openSearcher(t, dsn, prefix)
 			r := rand.New(rand.NewPCG(33, 34))
 			for qi := range 10 {
-				q, ex := unit(r, 32), Exclude{}
+				q, ex := unit(r, 32), schemas.Exclude{}
 				if qi%2 == 1 { // the query is a stored document: it is left out
 					d := docs[r.IntN(len(docs))]
-					q, ex = d.Vector, Exclude{DocID: d.DocID}
+					q, ex = d.Vector, schemas.Exclude{DocID: d.DocID}
 				}
-				got, err := s.Search(ctxT(t), reignSpace, q, 10, ex, true)
+				got, err := hitsOf(s.Search(ctxT(t), reignSpace, q, 10, ex, true))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -136,16 +136,16 @@ func TestSearchHNSWLeavesTheQueryOut(t *testing.T) {
 	q := docs[7].Vector
 	for _, c := range []struct {
 		name  string
-		ex    Exclude
+		ex    schemas.Exclude
 		shown []string
 		out   []string
 	}{
-		{"doc id", Exclude{DocID: docs[7].DocID}, []string{"copy0", "copy1", "copy2"}, []string{docs[7].DocID}},
-		{"content hash", Exclude{DocID: docs[7].DocID, ContentHash: docs[7].ContentHash, ExcludeHash: true}, nil, []string{docs[7].DocID, "copy0", "copy1", "copy2"}},
+		{"doc id", schemas.Exclude{DocID: docs[7].DocID}, []string{"copy0", "copy1", "copy2"}, []string{docs[7].DocID}},
+		{"content hash", schemas.Exclude{DocID: docs[7].DocID, ContentHash: docs[7].ContentHash, ByHash: true}, nil, []string{docs[7].DocID, "copy0", "copy1", "copy2"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, k := range []int{1, 5, 10, 50} {
-				hits, err := se.Search(ctxT(t), reignSpace, q, k, c.ex, false)
+				hits, err := hitsOf(se.Search(ctxT(t), reignSpace, q, k, c.ex, false))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -189,7 +189,7 @@ func TestSearchTiesByDocID(t *testing.T) {
 	}
 	se := openSearcher(t, dsn, "")
 	for _, exact := range []bool{true, false} {
-		hits, err := se.Search(ctxT(t), gnSpace, v, 3, Exclude{}, exact)
+		hits, err := hitsOf(se.Search(ctxT(t), gnSpace, v, 3, schemas.Exclude{}, exact))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,12 +215,12 @@ func TestSearchHNSWRecall(t *testing.T) {
 	found := 0
 	for range queries {
 		q := unit(r, 64)
-		exact, err := se.Search(ctxT(t), reignSpace, q, k, Exclude{}, true)
+		exact, err := hitsOf(se.Search(ctxT(t), reignSpace, q, k, schemas.Exclude{}, true))
 		if err != nil {
 			t.Fatal(err)
 		}
-		sameRanking(t, exact, bruteForce(docs, q, InnerProduct, Exclude{})[:k], 1e-5)
-		approx, err := se.Search(ctxT(t), reignSpace, q, k, Exclude{}, false)
+		sameRanking(t, exact, bruteForce(docs, q, InnerProduct, schemas.Exclude{})[:k], 1e-5)
+		approx, err := hitsOf(se.Search(ctxT(t), reignSpace, q, k, schemas.Exclude{}, false))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -257,7 +257,7 @@ func explainSearch(t *testing.T, dsn string, se *Searcher, space string, q []flo
 	if err != nil {
 		t.Fatal(err)
 	}
-	settings, sql, args, err := searchQuery(info, q, k, Exclude{DocID: "x"}, exact)
+	settings, sql, args, err := searchQuery(info, q, k, schemas.Exclude{DocID: "x"}, exact)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,11 +310,11 @@ func TestSpacesAndUnknownSpace(t *testing.T) {
 	if fmt.Sprint(spaces) != fmt.Sprint(want) {
 		t.Fatalf("Spaces = %+v, want %+v", spaces, want)
 	}
-	_, err = se.Search(ctxT(t), "reign:abc", make([]float32, 16), 3, Exclude{}, false)
+	_, err = se.Search(ctxT(t), "reign:abc", make([]float32, 16), 3, schemas.Exclude{}, false)
 	if err == nil || !strings.Contains(err.Error(), "no vectors of space reign:abc in reignpipe_spaces (it has: "+gnSpace+", "+reignSpace+")") {
 		t.Fatalf("unknown space: %v", err)
 	}
-	if _, err := se.Search(ctxT(t), reignSpace, make([]float32, 4), 3, Exclude{}, false); err == nil || !strings.Contains(err.Error(), "4 dimensions") {
+	if _, err := se.Search(ctxT(t), reignSpace, make([]float32, 4), 3, schemas.Exclude{}, false); err == nil || !strings.Contains(err.Error(), "4 dimensions") {
 		t.Fatalf("wrong dimension: %v", err)
 	}
 	if _, err := OpenSearcher(ctxT(t), SearchOptions{DSN: dsn, Table: "nothing_here"}); err == nil || !strings.Contains(err.Error(), "no table nothing_here_spaces") {
@@ -332,7 +332,7 @@ func TestSearchConcurrent(t *testing.T) {
 		go func() {
 			for i := range 20 {
 				d := docs[(g*20+i)%len(docs)]
-				hits, err := se.Search(context.Background(), reignSpace, d.Vector, 5, Exclude{DocID: d.DocID}, i%2 == 0)
+				hits, err := hitsOf(se.Search(context.Background(), reignSpace, d.Vector, 5, schemas.Exclude{DocID: d.DocID}, i%2 == 0))
 				if err == nil && len(hits) != 5 {
 					err = fmt.Errorf("%d hits", len(hits))
 				}
@@ -349,4 +349,12 @@ func TestSearchConcurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// hitsOf is a search's hits, for the tests that compare rankings.
+func hitsOf(a *schemas.Answer, err error) ([]schemas.Hit, error) {
+	if err != nil {
+		return nil, err
+	}
+	return a.Hits, nil
 }

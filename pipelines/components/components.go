@@ -199,6 +199,9 @@ func fileSink(typ, doc string, open func(dir string, env registry.SinkEnv) (conn
 			return s, nil
 		},
 		Output: func(c registry.SinkConfig) string { return c.Dir() },
+		Store: func(_ context.Context, c registry.SinkConfig) (connectors.VectorStore, error) {
+			return vectorfile.NewStore(c.Dir()), nil
+		},
 	}
 }
 
@@ -249,6 +252,15 @@ func pgvectorSink() registry.Sink {
 			p := PgvectorSettings(c)
 			return pgvector.Describe(p.DSN, p.Table)
 		},
+		Store: func(ctx context.Context, c registry.SinkConfig) (connectors.VectorStore, error) {
+			p := PgvectorSettings(c)
+			s, err := pgvector.OpenSearcher(ctx, pgvector.SearchOptions{DSN: p.DSN, Table: p.Table})
+			if err != nil {
+				return nil, err // not a nil *Searcher in a non-nil interface
+			}
+			return s, nil
+		},
+		Indexed: true,
 	}
 }
 

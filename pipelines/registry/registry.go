@@ -69,6 +69,11 @@ type Sink struct {
 	// Transport is the transport.type the sink needs ("" = any): where its connection
 	// settings live.
 	Transport string
+	// Store, for a sink whose vectors can be searched, opens the store that answers from what
+	// it wrote (search, serve); nil for one that cannot (a topic). Indexed says its store
+	// answers from an index rather than a scan: search asks such a sink first.
+	Store   func(ctx context.Context, c SinkConfig) (connectors.VectorStore, error)
+	Indexed bool
 }
 
 // SinkEnv is what a sink is opened with besides its section.

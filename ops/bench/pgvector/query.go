@@ -61,15 +61,18 @@ func searchOnce(ctx context.Context, o options, n int, qs []schemas.DocVector) (
 		return res, err
 	}
 	space := qs[0].Space
-	search := func(q schemas.DocVector, exact bool) ([]pgvector.Hit, time.Duration, error) {
+	search := func(q schemas.DocVector, exact bool) ([]schemas.Hit, time.Duration, error) {
 		start := time.Now()
-		hits, err := s.Search(ctx, space, q.Vector, o.k, pgvector.Exclude{DocID: q.DocID}, exact)
+		a, err := s.Search(ctx, space, q.Vector, o.k, schemas.Exclude{DocID: q.DocID}, exact)
 		if exact {
 			res.exactCall++
 		} else {
 			res.hnswCalls++
 		}
-		return hits, time.Since(start), err
+		if err != nil {
+			return nil, time.Since(start), err
+		}
+		return a.Hits, time.Since(start), nil
 	}
 	for i := 0; i < warmup; i++ {
 		for _, exact := range []bool{false, true} {
@@ -80,7 +83,7 @@ func searchOnce(ctx context.Context, o options, n int, qs []schemas.DocVector) (
 		}
 	}
 	res.minRecall = 1
-	truths := make([][]pgvector.Hit, len(qs))
+	truths := make([][]schemas.Hit, len(qs))
 	for qi, q := range qs {
 		approx, dh, err := search(q, false)
 		if err != nil {
@@ -156,7 +159,7 @@ func searchOnce(ctx context.Context, o options, n int, qs []schemas.DocVector) (
 
 // overlap counts the ids that are in the exact top k, and those that are copies (same id
 // before '#') of a document there.
-func overlap(truth []pgvector.Hit, ids []string) (same, sameDoc int) {
+func overlap(truth []schemas.Hit, ids []string) (same, sameDoc int) {
 	want, wantDoc := map[string]bool{}, map[string]bool{}
 	for _, h := range truth {
 		want[h.DocID], wantDoc[realID(h.DocID)] = true, true
@@ -192,7 +195,7 @@ type efRecall struct {
 // query (same settings and filter, 2k rows from the index, the best k by similarity then doc
 // id): whether a wider search recovers what the default misses. It is not the Searcher's code,
 // so the ef it shares with the default is there as a check that both give the same answers.
-func sweepRecall(ctx context.Context, conn *pgx.Conn, table string, ef, k int, qs []schemas.DocVector, truths [][]pgvector.Hit) (efRecall, error) {
+func sweepRecall(ctx context.Context, conn *pgx.Conn, table string, ef, k int, qs []schemas.DocVector, truths [][]schemas.Hit) (efRecall, error) {
 	r := efRecall{ef: ef}
 	var lat []time.Duration
 	sql := fmt.Sprintf("SELECT doc_id, -(embedding <#> $1) FROM %s WHERE doc_id <> $2 ORDER BY embedding <#> $1 LIMIT %d", ident(table), 2*k)

@@ -9,9 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/internal/pgtest"
 	"github.com/reignpipe/reignpipe/pipelines/serving/search"
 	"github.com/reignpipe/reignpipe/pipelines/serving/search/searchtest"
+	"github.com/reignpipe/reignpipe/schemas"
 )
 
 // TestSearchPGVector: a run writes the same vectors to parquet and to pgvector; the database's
@@ -41,7 +43,7 @@ func TestSearchPGVector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex := search.Exclude{DocID: q.ID, ContentHash: emb.Vector.ContentHash, ByHash: true}
+	ex := schemas.Exclude{DocID: q.ID, ContentHash: emb.Vector.ContentHash, ByHash: true}
 	want, err := files.Search(ctx, emb.Vector.Space, emb.Vector.Vector, 4, ex, true)
 	if err != nil {
 		t.Fatal(err)
@@ -71,12 +73,12 @@ func TestSearchPGVector(t *testing.T) {
 	if err != nil || bare.Query.DocID != "t:bread" || !slices.Equal(hitIDs(bare), hitIDs(res)) {
 		t.Fatalf("a bare id: %+v %v", bare, err)
 	}
-	if _, err = pg.Search(ctx, search.Request{ID: "nope", K: 5}); !errors.Is(err, search.ErrNotFound) {
+	if _, err = pg.Search(ctx, search.Request{ID: "nope", K: 5}); !errors.As(err, new(*connectors.NotFoundError)) {
 		t.Fatalf("an unknown id: %v", err)
 	}
 }
 
-func ids(h []search.Hit) []string {
+func ids(h []schemas.Hit) []string {
 	out := make([]string, len(h))
 	for i, x := range h {
 		out[i] = x.DocID

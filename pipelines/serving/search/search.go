@@ -11,61 +11,17 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/pipelines"
+	"github.com/reignpipe/reignpipe/pipelines/components"
+	"github.com/reignpipe/reignpipe/pipelines/registry"
 	"github.com/reignpipe/reignpipe/pipelines/serving/query"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
-// Exclude leaves the query document itself out of its answer: the same doc id, or the same
-// content hash (the same text under another id, e.g. a query file that is a corpus document).
-type Exclude struct {
-	DocID       string
-	ContentHash uint64
-	ByHash      bool
-}
-
-func (e Exclude) excludes(id string, hash uint64) bool {
-	return (e.DocID != "" && id == e.DocID) || (e.ByHash && hash == e.ContentHash)
-}
-
-// Hit is one answer. Score is the store's similarity: the dot product of the L2-normalised
-// vectors for the files and an inner_product table (cosine similarity for cosine, minus the
-// distance for l2).
-type Hit struct {
-	DocID       string  `json:"doc_id"`
-	Title       string  `json:"title"`
-	Source      string  `json:"source,omitempty"`
-	Version     string  `json:"version,omitempty"`
-	ContentHash uint64  `json:"-"`
-	Score       float64 `json:"score"`
-}
-
-// Answer is a store's answer to one query.
-type Answer struct {
-	Store string `json:"store"`
-	Exact bool   `json:"exact"` // false: an approximate (HNSW) index answered
-	Hits  []Hit  `json:"hits"`
-	// Among counts the documents the exact file scan ranked, Excluded the ones it left out as
-	// the query itself, OtherSpace the newest vectors in another space (an output written
-	// before the aggregation changed). Zero for a database answer.
-	Among      int64 `json:"among,omitempty"`
-	Excluded   int64 `json:"excluded,omitempty"`
-	OtherSpace int64 `json:"other_space,omitempty"`
-}
-
-// Store is a pipeline's vector store as the query side sees it.
-type Store interface {
-	// Name says which store answers, for the output ("pgvector 127.0.0.1:5432/db table t",
-	// "files out/vectors").
-	Name() string
-	// Search ranks the newest vector of every document in space against q and returns the k
-	// best, best first, ties by ascending doc id, leaving out what ex excludes. exact asks an
-	// indexed store for a full scan.
-	Search(ctx context.Context, space string, q []float32, k int, ex Exclude, exact bool) (*Answer, error)
-	// Lookup returns the stored newest vector of docID in space (Vector set, GNVector empty).
-	Lookup(ctx context.Context, space, docID string) (*schemas.DocVector, error)
-	Close() error
-}
+// Store is a pipeline's vector store as the query side sees it: the sink's
+// connectors.VectorStore (a pgvector table, the vector files).
+type Store = connectors.VectorStore
 
 // Request is one search.
 type Request struct {
@@ -99,7 +55,7 @@ type QueryInfo struct {
 type Result struct {
 	Query QueryInfo `json:"query"`
 	K     int       `json:"k"`
-	*Answer
+	*schemas.Answer
 }
 
 // Searcher runs searches for one pipeline.
@@ -124,10 +80,10 @@ func (s *Searcher) Search(ctx context.Context, r Request) (*Result, error) {
 	}
 	var q *schemas.DocVector
 	info := QueryInfo{Space: space}
-	var ex Exclude
+	var ex schemas.Exclude
 	if r.ID != "" {
 		v, err := s.Store.Lookup(ctx, space, r.ID)
-		var nf *NotFoundError
+		var nf *connectors.NotFoundError
 		if errors.As(err, &nf) && len(nf.Near) == 1 {
 			// The id without its source prefix, and only one source has it: that document.
 			v, err = s.Store.Lookup(ctx, space, nf.Near[0])
@@ -136,7 +92,7 @@ func (s *Searcher) Search(ctx context.Context, r Request) (*Result, error) {
 			return nil, err
 		}
 		q, info.Stored = v, true
-		ex = Exclude{DocID: v.DocID, ContentHash: v.ContentHash, ByHash: true}
+		ex = schemas.Exclude{DocID: v.DocID, ContentHash: v.ContentHash, ByHash: true}
 	} else {
 		res, err := s.Embedder.Embed(ctx, *r.Doc)
 		if err != nil {
@@ -148,7 +104,7 @@ func (s *Searcher) Search(ctx context.Context, r Request) (*Result, error) {
 		}
 		q = &v
 		info.Windows, info.CacheHits, info.GNWindows = res.Windows, res.CacheHits, res.GNWindows
-		ex = Exclude{DocID: r.Doc.ID, ContentHash: v.ContentHash, ByHash: true}
+		ex = schemas.Exclude{DocID: r.Doc.ID, ContentHash: v.ContentHash, ByHash: true}
 	}
 	info.DocID, info.Title, info.NChunks, info.NTokens = q.DocID, q.Title, q.NChunks, q.NTokens
 	ans, err := s.Store.Search(ctx, space, q.Vector, r.K, ex, r.Exact)
@@ -191,35 +147,42 @@ func Open(ctx context.Context, cfg *pipelines.Config, o Options) (*Searcher, err
 	return &Searcher{Embedder: emb, Store: st}, nil
 }
 
-// OpenStore opens the store of the pipeline's sink number i (-1: the first pgvector sink, else
-// the first file sink).
+// OpenStore opens the store of the pipeline's sink number i (-1: the first sink whose store
+// answers from an index, a pgvector table; else the first whose vectors can be scanned, a
+// parquet or jsonl folder), through the sink type's registered store.
 func OpenStore(ctx context.Context, cfg *pipelines.Config, i int) (Store, error) {
+	reg := components.Builtin()
 	if i >= len(cfg.Sinks) {
 		return nil, fmt.Errorf("the pipeline has %d sinks; sink %d does not exist", len(cfg.Sinks), i)
 	}
 	if i < 0 {
-		i = pickSink(cfg.Sinks)
+		i = pickSink(reg, cfg.Sinks)
 		if i < 0 {
 			return nil, errors.New("search needs a pgvector, parquet or jsonl sink in the pipeline's sinks; a kafka topic cannot be searched")
 		}
 	}
 	sc := cfg.Sinks[i]
-	switch sc.Type {
-	case "parquet", "jsonl":
-		return fileStore{dir: sc.Dir()}, nil
-	case "pgvector":
-		return openPG(ctx, sc)
+	typ, ok := reg.Sink(sc.Type)
+	if !ok || typ.Store == nil {
+		return nil, fmt.Errorf("sinks[%d]: a %s sink cannot be searched (pgvector, parquet and jsonl can)", i, sc.Type)
 	}
-	return nil, fmt.Errorf("sinks.%d: a %s sink cannot be searched (pgvector, parquet and jsonl can)", i, sc.Type)
+	return typ.Store(ctx, sc)
 }
 
-func pickSink(sinks []pipelines.SinkConfig) int {
-	for _, typ := range []string{"pgvector", "parquet", "jsonl"} {
-		for i, s := range sinks {
-			if s.Type == typ {
-				return i
-			}
+// pickSink is the first indexed searchable sink, else the first searchable one; -1 for none.
+func pickSink(reg *registry.Registry, sinks []pipelines.SinkConfig) int {
+	first := -1
+	for i, s := range sinks {
+		typ, ok := reg.Sink(s.Type)
+		if !ok || typ.Store == nil {
+			continue
+		}
+		if typ.Indexed {
+			return i
+		}
+		if first < 0 {
+			first = i
 		}
 	}
-	return -1
+	return first
 }

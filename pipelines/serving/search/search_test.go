@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/engine/parts"
@@ -136,7 +137,7 @@ func TestSearchFiles(t *testing.T) {
 	if err != nil || bare.Query.DocID != "t:rocket" || !slices.Equal(hitIDs(bare), hitIDs(res)) {
 		t.Fatalf("a bare id: %+v %v", bare, err)
 	}
-	if _, err = s.Search(ctx, search.Request{ID: "nope", K: 3}); !errors.Is(err, search.ErrNotFound) || strings.Contains(err.Error(), "did you mean") {
+	if _, err = s.Search(ctx, search.Request{ID: "nope", K: 3}); !errors.As(err, new(*connectors.NotFoundError)) || strings.Contains(err.Error(), "did you mean") {
 		t.Fatalf("an unknown id: %v", err)
 	}
 

@@ -29,6 +29,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/internal/promtext"
 	"github.com/reignpipe/reignpipe/pipelines/serving/search"
 	"github.com/reignpipe/reignpipe/schemas"
@@ -182,7 +183,7 @@ func (a *API) status(ctx context.Context, err error) (int, string) {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		a.m.timeouts.Add(1)
 		return http.StatusGatewayTimeout, fmt.Sprintf("the request took longer than %s (serve --timeout): %v", a.o.Timeout, err)
-	case errors.Is(err, search.ErrNotFound):
+	case errors.As(err, new(*connectors.NotFoundError)):
 		return http.StatusNotFound, err.Error()
 	}
 	return http.StatusInternalServerError, err.Error()

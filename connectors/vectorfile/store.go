@@ -1,4 +1,4 @@
-package search
+package vectorfile
 
 import (
 	"context"
@@ -10,17 +10,26 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/reignpipe/reignpipe/connectors/vectorfile"
+	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
-// fileStore answers from a parquet or jsonl sink's part files by an exact scan: every newest
-// vector is scored, so it is right by construction and costs one read of the parts per query.
-// Memory is a few dozen bytes per document (its id, version and score), never the vectors.
-type fileStore struct{ dir string }
+// Store answers queries from a parquet or jsonl sink's part files by an exact scan
+// (connectors.VectorStore): every newest vector is scored, so it is right by construction and
+// costs one read of the parts per query. Memory is a few dozen bytes per document (its id,
+// version and score), never the vectors.
+type Store struct{ dir string }
 
-func (s fileStore) Name() string { return "files " + s.dir }
-func (s fileStore) Close() error { return nil }
+var _ connectors.VectorStore = Store{}
+
+// NewStore answers from the part files under dir.
+func NewStore(dir string) Store { return Store{dir: dir} }
+
+// Name says which store answers.
+func (s Store) Name() string { return "files " + s.dir }
+
+// Close releases nothing: every query reads the parts afresh.
+func (s Store) Close() error { return nil }
 
 // scanned is a document's newest row as the scan has seen it so far.
 type scanned struct {
@@ -44,19 +53,19 @@ func pick(v *schemas.DocVector, space string) ([]float32, bool) {
 }
 
 // noVectors says the sink's folder does not exist yet, in the user's terms.
-func (s fileStore) noVectors() error {
+func (s Store) noVectors() error {
 	if _, err := os.Stat(s.dir); errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%s holds no vectors yet (the folder does not exist): run the pipeline first", s.dir)
 	}
 	return nil
 }
 
-func (s fileStore) Search(ctx context.Context, space string, q []float32, k int, ex Exclude, _ bool) (*Answer, error) {
+func (s Store) Search(ctx context.Context, space string, q []float32, k int, ex schemas.Exclude, _ bool) (*schemas.Answer, error) {
 	if err := s.noVectors(); err != nil {
 		return nil, err
 	}
 	docs := map[string]*scanned{}
-	err := vectorfile.ReadVectors(s.dir, func(v schemas.DocVector) error {
+	err := ReadVectors(s.dir, func(v schemas.DocVector) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -77,32 +86,32 @@ func (s fileStore) Search(ctx context.Context, space string, q []float32, k int,
 	if err != nil {
 		return nil, err
 	}
-	a := &Answer{Store: s.Name(), Exact: true}
-	hits := make([]Hit, 0, len(docs))
+	a := &schemas.Answer{Store: s.Name(), Exact: true}
+	hits := make([]schemas.Hit, 0, len(docs))
 	for id, e := range docs {
 		if !e.inSpace {
 			a.OtherSpace++
 			continue
 		}
 		a.Among++
-		if ex.excludes(id, e.hash) {
+		if ex.Excludes(id, e.hash) {
 			a.Excluded++
 			continue
 		}
-		hits = append(hits, Hit{DocID: id, Title: e.title, Source: e.source, Version: e.version, ContentHash: e.hash, Score: e.score})
+		hits = append(hits, schemas.Hit{DocID: id, Title: e.title, Source: e.source, Version: e.version, ContentHash: e.hash, Score: e.score})
 	}
 	sortHits(hits)
 	a.Hits = hits[:min(k, len(hits))]
 	return a, nil
 }
 
-func (s fileStore) Lookup(ctx context.Context, space, docID string) (*schemas.DocVector, error) {
+func (s Store) Lookup(ctx context.Context, space, docID string) (*schemas.DocVector, error) {
 	if err := s.noVectors(); err != nil {
 		return nil, err
 	}
 	var found *schemas.DocVector
 	var near []string
-	err := vectorfile.ReadVectors(s.dir, func(v schemas.DocVector) error {
+	err := ReadVectors(s.dir, func(v schemas.DocVector) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -118,7 +127,7 @@ func (s fileStore) Lookup(ctx context.Context, space, docID string) (*schemas.Do
 		return nil, err
 	}
 	if found == nil {
-		return nil, notFound(docID, s.dir, near)
+		return nil, &connectors.NotFoundError{ID: docID, Where: s.dir, Near: near}
 	}
 	vec, ok := pick(found, space)
 	if !ok {
@@ -130,8 +139,8 @@ func (s fileStore) Lookup(ctx context.Context, space, docID string) (*schemas.Do
 }
 
 // sortHits orders best score first, ties by ascending doc id, as the evaluator and neighbors do.
-func sortHits(h []Hit) {
-	slices.SortFunc(h, func(a, b Hit) int {
+func sortHits(h []schemas.Hit) {
+	slices.SortFunc(h, func(a, b schemas.Hit) int {
 		if a.Score != b.Score {
 			if a.Score > b.Score {
 				return -1
@@ -152,28 +161,3 @@ func dot(a, b []float32) float64 {
 	}
 	return s
 }
-
-// notFound says a document id is not in a store, with the stored ids it probably meant: sources
-// prefix ids with the file or corpus name (corpus:bread), and users type the bare id.
-func notFound(id, where string, near []string) error {
-	return &NotFoundError{ID: id, Where: where, Near: near}
-}
-
-// NotFoundError is a stored id that is not in the store; Near lists up to three stored ids that
-// end in ":"+ID.
-type NotFoundError struct {
-	ID, Where string
-	Near      []string
-}
-
-func (e *NotFoundError) Error() string {
-	if len(e.Near) > 0 {
-		return fmt.Sprintf("no document %q in %s; ids are prefixed with their source: did you mean %s?", e.ID, e.Where, strings.Join(e.Near, " or "))
-	}
-	return fmt.Sprintf("no document %q in %s", e.ID, e.Where)
-}
-
-func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
-
-// ErrNotFound is the error of a stored id that is not in the store.
-var ErrNotFound = errors.New("not found")
