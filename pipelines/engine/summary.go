@@ -114,14 +114,8 @@ func Summarize(s *Summary, c *Counters, src connectors.SourceStats, sinks []conn
 	s.Abandoned = c.Abandoned.Load()
 	s.Revoked = c.Revoked.Load()
 	s.Duplicates = c.Duplicates.Load()
-	s.Skipped = src.Skipped
-	if s.Skipped == nil {
-		s.Skipped = map[string]int64{}
-	}
-	s.TextRepairs = src.Text
-	if s.TextRepairs == nil {
-		s.TextRepairs = map[string]int64{}
-	}
+	// Present as {} when empty: a reader of the JSON finds the key whatever the run did.
+	s.Skipped, s.TextRepairs = orEmpty(src.Skipped), orEmpty(src.Text)
 	s.Tokens = c.Tokens.Load()
 	s.Windows = c.Windows.Load()
 	s.CacheHits = c.CacheHits.Load()
@@ -157,4 +151,11 @@ func Summarize(s *Summary, c *Counters, src connectors.SourceStats, sinks []conn
 func (s *Summary) JSON() []byte {
 	b, _ := json.MarshalIndent(s, "", "  ")
 	return append(b, '\n')
+}
+
+func orEmpty(m map[string]int64) map[string]int64 {
+	if m == nil {
+		return map[string]int64{}
+	}
+	return m
 }

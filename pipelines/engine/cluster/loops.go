@@ -59,16 +59,9 @@ func Ingest(ctx context.Context, src connectors.Source, out connectors.DocumentS
 	defer func() { err = closeLedger(wctx, led, err) }()
 	var seq int64
 	return led.Drive(ctx, func(wait context.Context) error {
-		start, idle := time.Now(), led.Pending() == 0
-		doc, ack, err := src.Read(wait)
-		c.Waited(start, idle)
-		var bad *connectors.BadInputError
-		switch {
-		case err == nil, errors.As(err, &bad):
-		case errors.Is(err, io.EOF), wait.Err() != nil:
+		doc, ack, bad, err := readOne(wait, led, c, "source", src.Read)
+		if err != nil {
 			return err
-		default:
-			return fmt.Errorf("source: %w", err)
 		}
 		in := engine.Input{Seq: seq, Ack: ack, DocID: doc.ID, Source: doc.Source, Position: doc.Position}
 		seq++
@@ -117,16 +110,9 @@ func Aggregate(ctx context.Context, p AggregateParts, o LoopOptions, c *engine.C
 	defer func() { err = closeLedger(wctx, led, err) }()
 	var seq int64
 	return led.Drive(ctx, func(wait context.Context) error {
-		start, idle := time.Now(), led.Pending() == 0
-		d, ack, err := p.Input.Read(wait)
-		c.Waited(start, idle)
-		var bad *connectors.BadInputError
-		switch {
-		case err == nil, errors.As(err, &bad):
-		case errors.Is(err, io.EOF), wait.Err() != nil:
+		d, ack, bad, err := readOne(wait, led, c, "chunk input", p.Input.Read)
+		if err != nil {
 			return err
-		default:
-			return fmt.Errorf("chunk input: %w", err)
 		}
 		in := engine.Input{Seq: seq, Ack: ack, DocID: d.DocID, Source: d.Source}
 		seq++
@@ -142,6 +128,25 @@ func Aggregate(ctx context.Context, p AggregateParts, o LoopOptions, c *engine.C
 		c.Windows.Add(int64(len(d.Keys)))
 		return led.Deliver(wctx, in, engine.DocOfChunks(&d), d.Keys, engine.Chunks(&d))
 	})
+}
+
+// readOne reads a loop's next input: a bad one comes back as bad (to dead-letter), the end of
+// the input or of the wait as their own errors (Drive tells them apart), anything else as the
+// input's failure, named by what. The wait counts as idle when nothing was pending.
+func readOne[T any](wait context.Context, led *engine.Ledger, c *engine.Counters, what string,
+	read func(context.Context) (T, connectors.AckFunc, error)) (v T, ack connectors.AckFunc, bad *connectors.BadInputError, err error) {
+	start, idle := time.Now(), led.Pending() == 0
+	v, ack, err = read(wait)
+	c.Waited(start, idle)
+	switch {
+	case err == nil:
+		return v, ack, nil, nil
+	case errors.As(err, &bad):
+		return v, ack, bad, nil
+	case errors.Is(err, io.EOF), wait.Err() != nil:
+		return v, ack, nil, err
+	}
+	return v, ack, nil, fmt.Errorf("%s: %w", what, err)
 }
 
 // closeLedger closes the ledger's outputs after its loop: a close that fails fails the stage.

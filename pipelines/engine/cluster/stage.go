@@ -106,7 +106,7 @@ func Stage(ctx context.Context, cfg *pipelines.Config, name string, o StageOptio
 				return nil, err
 			}
 			cons.Store(c)
-			return &idleSource{DocSource: kafka.NewDocSource(c, rawFormats[cfg.Transport.Kafka.RawFormat](cfg.Source)), idle: idleExit{d: o.IdleExit}}, nil
+			return idleSourceOf(kafka.NewDocSource(c, rawFormats[cfg.Transport.Kafka.RawFormat](cfg.Source)), o.IdleExit), nil
 		},
 		Store: sw.attach, DeadLetter: dl, Stage: name,
 		// process: a vector record is acknowledged only after the windows and manifest of its
@@ -333,7 +333,8 @@ type idleExit struct {
 	last time.Time
 }
 
-func (i *idleExit) read(ctx context.Context, read func(context.Context) error) error {
+// idleRead is read under the idle deadline: io.EOF once no input arrived for i.d.
+func idleRead[T any](i *idleExit, ctx context.Context, read func(context.Context) (T, connectors.AckFunc, error)) (T, connectors.AckFunc, error) {
 	if i.d <= 0 {
 		return read(ctx)
 	}
@@ -342,33 +343,20 @@ func (i *idleExit) read(ctx context.Context, read func(context.Context) error) e
 	}
 	rctx, cancel := context.WithDeadline(ctx, i.last.Add(i.d))
 	defer cancel()
-	err := read(rctx)
+	v, ack, err := read(rctx)
 	switch {
 	case err == nil:
 		i.last = time.Now()
 	case rctx.Err() != nil && ctx.Err() == nil:
-		return io.EOF
+		return v, ack, io.EOF
 	}
-	return err
+	return v, ack, err
 }
 
-// idleSource is a document source that ends after --idle-exit of quiet.
+// idleSource is a source that ends after --idle-exit of quiet: the embed and process stages'
+// Kafka source, ingest's (a watched folder is quiet once its files are read). What the
+// runner and the ledger ask of a source beyond Read passes through.
 type idleSource struct {
-	*kafka.DocSource
-	idle idleExit
-}
-
-func (s *idleSource) Read(ctx context.Context) (d schemas.Document, ack connectors.AckFunc, err error) {
-	err = s.idle.read(ctx, func(ctx context.Context) (err error) {
-		d, ack, err = s.DocSource.Read(ctx)
-		return err
-	})
-	return d, ack, err
-}
-
-// idleFileSource is idleSource for ingest's source (a watched folder is quiet once its files
-// are read).
-type idleFileSource struct {
 	connectors.Source
 	idle idleExit
 }
@@ -377,28 +365,31 @@ func idleSourceOf(src connectors.Source, d time.Duration) connectors.Source {
 	if d <= 0 {
 		return src
 	}
-	return &idleFileSource{Source: src, idle: idleExit{d: d}}
+	return &idleSource{Source: src, idle: idleExit{d: d}}
 }
 
-func (s *idleFileSource) Read(ctx context.Context) (d schemas.Document, ack connectors.AckFunc, err error) {
-	err = s.idle.read(ctx, func(ctx context.Context) (err error) {
-		d, ack, err = s.Source.Read(ctx)
-		return err
-	})
-	return d, ack, err
+func (s *idleSource) Read(ctx context.Context) (schemas.Document, connectors.AckFunc, error) {
+	return idleRead(&s.idle, ctx, s.Source.Read)
 }
 
-// FlushAcks and SelfCheckpointing pass through, so the ledger sees the source's own position.
-func (s *idleFileSource) FlushAcks(ctx context.Context) error {
+func (s *idleSource) FlushAcks(ctx context.Context) error {
 	if f, ok := s.Source.(connectors.AckFlusher); ok {
 		return f.FlushAcks(ctx)
 	}
 	return nil
 }
 
-func (s *idleFileSource) SelfCheckpointing() bool {
+func (s *idleSource) SelfCheckpointing() bool {
 	sc, ok := s.Source.(connectors.SelfCheckpointing)
 	return ok && sc.SelfCheckpointing()
+}
+
+// Lease is the source's lease of the input Read returned last, nil for a source without one.
+func (s *idleSource) Lease() context.Context {
+	if l, ok := s.Source.(connectors.Leased); ok {
+		return l.Lease()
+	}
+	return nil
 }
 
 // idleChunks is a chunk source that ends after --idle-exit of quiet.
@@ -414,10 +405,6 @@ func idleChunksOf(in connectors.ChunkSource, d time.Duration) connectors.ChunkSo
 	return &idleChunks{ChunkSource: in, idle: idleExit{d: d}}
 }
 
-func (s *idleChunks) Read(ctx context.Context) (d schemas.ChunkDoc, ack connectors.AckFunc, err error) {
-	err = s.idle.read(ctx, func(ctx context.Context) (err error) {
-		d, ack, err = s.ChunkSource.Read(ctx)
-		return err
-	})
-	return d, ack, err
+func (s *idleChunks) Read(ctx context.Context) (schemas.ChunkDoc, connectors.AckFunc, error) {
+	return idleRead(&s.idle, ctx, s.ChunkSource.Read)
 }
