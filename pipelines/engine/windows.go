@@ -15,8 +15,8 @@ import (
 // GN runs forward passes: stages/gn.Batcher, or a fake in tests. Submit queues one window,
 // blocking while the queue is full or until ctx ends; the request's Done is called exactly once
 // after Out holds the window's L2-normalised embedding or with the error (see gn.Request for
-// Ctx and Lookup, which the batcher honours when it forms the window's batch). Abort is the
-// hard stop: the queued requests fail with err, and Submit fails afterwards.
+// Cancelled and Lookup, which the batcher honours when it forms the window's batch). Abort is
+// the hard stop: the queued requests fail with err, and Submit fails afterwards.
 type GN interface {
 	Submit(ctx context.Context, r gn.Request) error
 	Abort(err error)
@@ -35,8 +35,9 @@ type GN interface {
 //     the row is there for every later lookup, durable at the next commit, whatever becomes of
 //     the document that asked for it.
 //
-// A job whose Lease ends (its partition was revoked, its request was cancelled) drops its
-// windows still queued for the GN. Counts go to the Counters given, the same way in every
+// A job whose Lease ends (its partition was revoked, its request was cancelled) submits no
+// more windows, and those it has queued for the GN are dropped when their batch forms unless
+// another job waits for the same window. Counts go to the Counters given, the same way in every
 // mode.
 type Windows struct {
 	cache   Cache // nil: no cache, every window goes to the GN
@@ -123,7 +124,9 @@ var ErrStopped = errors.New("hard stop: drain deadline passed")
 
 // Embed fills j.Emb, calling done exactly once, from any goroutine, when every window has its
 // embedding or the job failed (j.Err). ctx is the hard stop: once it ends, whatever the GN
-// still holds fails with its cause and the job ends stage "stop".
+// still holds fails with its cause and the job ends stage "stop". Submit waits for queue space
+// under ctx alone: a window of a job whose lease ended meanwhile is queued and then dropped
+// when its batch forms, unless another job still waits for the same window.
 func (w *Windows) Embed(ctx context.Context, j *Job, done func(*Job)) {
 	n, dim := len(j.Windows), w.dim
 	j.Emb = make([][]float32, n)
@@ -134,14 +137,6 @@ func (w *Windows) Embed(ctx context.Context, j *Job, done func(*Job)) {
 		if j.pending.Add(-1) == 0 {
 			done(j)
 		}
-	}
-	sctx, stop := ctx, func() bool { return true }
-	if j.Lease != nil {
-		// Submit's wait for queue space ends with the lease too.
-		var cancel context.CancelFunc
-		sctx, cancel = context.WithCancel(ctx)
-		stop = context.AfterFunc(j.Lease, cancel)
-		defer func() { stop(); cancel() }()
 	}
 	for i := range j.Windows {
 		j.Emb[i] = buf[i*dim : (i+1)*dim : (i+1)*dim]
@@ -159,7 +154,7 @@ func (w *Windows) Embed(ctx context.Context, j *Job, done func(*Job)) {
 			continue
 		}
 		j.pending.Add(1)
-		if err := w.miss(ctx, sctx, j, i, finish); err != nil {
+		if err := w.miss(ctx, j, i, finish); err != nil {
 			j.pending.Add(-1)
 			break
 		}
@@ -167,8 +162,9 @@ func (w *Windows) Embed(ctx context.Context, j *Job, done func(*Job)) {
 	finish()
 }
 
-// EmbedWait is Embed for a caller that waits (the query side): it returns when the job is
-// done, or when ctx ends, the job's windows still queued for the GN then being dropped.
+// EmbedWait is Embed for a caller that waits (the query side): it returns once the job is
+// done. When ctx ends first, the job's windows still queued for the GN are dropped (unless
+// another query waits for the same window) and ctx's error is returned.
 func (w *Windows) EmbedWait(ctx context.Context, j *Job) error {
 	if j.Lease == nil {
 		j.Lease = ctx
@@ -201,31 +197,28 @@ func (w *Windows) lookup(j *Job, i int) (bool, error) {
 // miss puts window i of j on an identical window's flight or leads a new one. finish is
 // called once the window is done (or failed); an error means it was not submitted and finish
 // will not be called for it.
-func (w *Windows) miss(ctx, sctx context.Context, j *Job, i int, finish func()) error {
+func (w *Windows) miss(ctx context.Context, j *Job, i int, finish func()) error {
 	key := j.Keys[i]
-	lead := w.flights.join(key, j, i, func(err error) {
-		switch {
-		case err == nil:
+	fl, lead := w.flights.join(key, j, i, func(err error) {
+		if err == nil {
 			j.Shared.Add(1)
 			w.c.GNShared.Add(1)
 			w.c.WindowsDone.Add(1)
-			finish()
-		case errors.Is(err, errLeaderLeft) && !j.leaseEnded():
-			// The window that led the flight was dropped with its own job (a revoked
-			// partition, a cancelled query): this one is still wanted, so it goes again.
-			if err := w.miss(ctx, sctx, j, i, finish); err != nil {
-				finish()
-			}
-		default:
+		} else if j.leaseEnded() {
+			j.fail("lease", context.Cause(j.Lease), false)
+		} else {
 			w.failGN(ctx, j, fmt.Errorf("GN on window %d (an identical window in flight): %w", i, err))
-			finish()
 		}
+		finish()
 	})
 	if !lead {
 		return nil
 	}
 	var late bool
-	req := gn.Request{Tokens: j.Windows[i], Out: j.Emb[i], Ctx: j.Lease,
+	req := gn.Request{Tokens: j.Windows[i], Out: j.Emb[i],
+		// Dropped only when nobody wants the window any more: the job that leads the flight
+		// and every job waiting on it have lost their lease.
+		Cancelled: func() error { return w.flights.unwanted(key, fl) },
 		Lookup: func(out []float32) bool {
 			if w.cache == nil {
 				return false
@@ -234,26 +227,21 @@ func (w *Windows) miss(ctx, sctx context.Context, j *Job, i int, finish func()) 
 			late = hit && err == nil
 			return late
 		},
-		Done: func(err error) { w.land(ctx, j, i, late, err, finish) },
+		Done: func(err error) { w.land(ctx, j, i, fl, late, err, finish) },
 	}
-	if err := w.gn.Submit(sctx, req); err != nil {
-		w.flights.land(key, errLeaderLeft)
-		if j.leaseEnded() {
-			j.fail("lease", context.Cause(j.Lease), false)
-		} else {
-			w.failGN(ctx, j, fmt.Errorf("submitting window %d: %w", i, err))
-		}
+	if err := w.gn.Submit(ctx, req); err != nil {
+		err = fmt.Errorf("submitting window %d: %w", i, err)
+		w.flights.land(key, fl, err)
+		w.failGN(ctx, j, err)
 		return err
 	}
 	return nil
 }
 
-// errLeaderLeft tells a flight's waiters that its leading window was dropped, not embedded:
-// they submit their own.
-var errLeaderLeft = errors.New("the identical window in flight was dropped")
-
-// land ends window i's GN pass (or its late cache hit, or its drop).
-func (w *Windows) land(ctx context.Context, j *Job, i int, late bool, err error, finish func()) {
+// land ends window i's GN pass (or its late cache hit, or its drop). The row goes into the
+// cache and the flight's waiters get the vector even when the leading job itself is no
+// longer wanted: the window is.
+func (w *Windows) land(ctx context.Context, j *Job, i int, fl *flight, late bool, err error, finish func()) {
 	key := j.Keys[i]
 	switch {
 	case err == nil && late:
@@ -277,12 +265,13 @@ func (w *Windows) land(ctx context.Context, j *Job, i int, late bool, err error,
 		}
 	case j.leaseEnded():
 		w.c.GNDropped.Add(1)
-		j.fail("lease", context.Cause(j.Lease), false)
-		err = errLeaderLeft
 	default:
 		w.failGN(ctx, j, fmt.Errorf("GN on window %d: %w", i, err))
 	}
-	w.flights.land(key, err)
+	if j.leaseEnded() {
+		j.fail("lease", context.Cause(j.Lease), false)
+	}
+	w.flights.land(key, fl, err)
 	finish()
 }
 
@@ -303,7 +292,8 @@ func (w *Windows) failGN(ctx context.Context, j *Job, err error) {
 // continuations repeat whole descriptions, so two documents in flight often share many
 // windows. A flight closes when its pass lands, after the row went into the cache, so a window
 // is either in flight or in the cache from its first miss on; the map holds only keys in
-// flight, never the corpus.
+// flight, never the corpus. A flight is dropped before its pass only when no job on it is
+// wanted any more.
 //
 // The key is the cache key (chunk.Key: GN fingerprint, K, S and the window's ids), so equal keys
 // mean equal GN input, the same premise the cache's one-key-one-vector rule rests on.
@@ -313,11 +303,13 @@ type flights struct {
 }
 
 type flight struct {
+	leader  *Job
 	out     []float32 // the leader's embedding
 	waiters []flightWaiter
 }
 
 type flightWaiter struct {
+	job  *Job
 	out  []float32
 	done func(error)
 }
@@ -326,28 +318,49 @@ type flightWaiter struct {
 // in flight, this one leads a new flight and must be submitted, and land called once. lead
 // false: done is called exactly once, after the window's embedding is filled in or with the
 // leader's error.
-func (f *flights) join(key uint64, j *Job, i int, done func(error)) (lead bool) {
+func (f *flights) join(key uint64, j *Job, i int, done func(error)) (fl *flight, lead bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fl, ok := f.m[key]
 	if !ok {
-		f.m[key] = &flight{out: j.Emb[i]}
-		return true
+		fl = &flight{leader: j, out: j.Emb[i]}
+		f.m[key] = fl
+		return fl, true
 	}
-	fl.waiters = append(fl.waiters, flightWaiter{out: j.Emb[i], done: done})
-	return false
+	fl.waiters = append(fl.waiters, flightWaiter{job: j, out: j.Emb[i], done: done})
+	return fl, false
 }
 
-// land closes key's flight: its waiters get the vector (err nil) or err.
-func (f *flights) land(key uint64, err error) {
+// unwanted is nil while some job on flight fl still wants the window, else why not; an
+// unwanted flight is closed to new waiters at once (a job that misses the key from now on
+// leads a flight of its own), so none joins a flight that is being dropped.
+func (f *flights) unwanted(key uint64, fl *flight) error {
 	f.mu.Lock()
-	fl := f.m[key]
-	delete(f.m, key)
-	f.mu.Unlock()
-	if fl == nil {
-		return
+	defer f.mu.Unlock()
+	if !fl.leader.leaseEnded() {
+		return nil
 	}
 	for _, w := range fl.waiters {
+		if !w.job.leaseEnded() {
+			return nil
+		}
+	}
+	if f.m[key] == fl {
+		delete(f.m, key)
+	}
+	return context.Cause(fl.leader.Lease)
+}
+
+// land closes flight fl of key: its waiters get the vector (err nil) or err.
+func (f *flights) land(key uint64, fl *flight, err error) {
+	f.mu.Lock()
+	if f.m[key] == fl {
+		delete(f.m, key)
+	}
+	waiters := fl.waiters
+	fl.waiters = nil
+	f.mu.Unlock()
+	for _, w := range waiters {
 		if err == nil {
 			copy(w.out, fl.out)
 		}

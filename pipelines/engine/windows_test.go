@@ -137,9 +137,9 @@ func TestWindowsLateHitAtBatch(t *testing.T) {
 	}
 }
 
-// A job whose lease ends (its partition was revoked) drops what it still has queued for the
-// GN and ends revoked; a job of another document that waited on one of its windows is still
-// wanted, so it embeds the window itself.
+// A job whose lease ends (its partition was revoked) ends revoked, and its windows still queued
+// for the GN are dropped when their batch forms -- but not one that a job of another document
+// waits for: that window is still wanted, so its pass runs and the waiter gets the vector.
 func TestWindowsLeaseDropsAndWaitersGoOn(t *testing.T) {
 	m := &gatedModel{gate: make(chan struct{})}
 	var c Counters
@@ -163,8 +163,8 @@ func TestWindowsLeaseDropsAndWaitersGoOn(t *testing.T) {
 	if err, _, _, _ := b.Err(); err != nil || b.Emb[0][0] != 2 {
 		t.Fatalf("the waiter: err %v vector %v", err, b.Emb)
 	}
-	if c.GNDropped.Load() != 2 || m.embedded.Load() != 2 { // x, and b's own copy of window 2
-		t.Fatalf("dropped %d, embedded %d", c.GNDropped.Load(), m.embedded.Load())
+	if c.GNDropped.Load() != 1 || m.embedded.Load() != 2 || c.GNShared.Load() != 1 { // window 1 dropped; x and window 2 embedded, once
+		t.Fatalf("dropped %d, embedded %d, shared %d", c.GNDropped.Load(), m.embedded.Load(), c.GNShared.Load())
 	}
 }
 
@@ -198,5 +198,30 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("timed out")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// A flight found unwanted is closed to new waiters at once: a job that misses the same key
+// afterwards leads a flight of its own instead of receiving the drop.
+func TestFlightDroppedIsClosedToNewWaiters(t *testing.T) {
+	var f flights
+	f.m = map[uint64]*flight{}
+	gone, revoke := context.WithCancel(context.Background())
+	revoke()
+	leader := job("a", 7)
+	leader.Lease = gone
+	leader.Emb = [][]float32{make([]float32, 2)}
+	fl, lead := f.join(7, leader, 0, nil)
+	if !lead || f.unwanted(7, fl) == nil {
+		t.Fatal("a flight whose only job lost its lease must be unwanted")
+	}
+	late := job("b", 7)
+	late.Emb = [][]float32{make([]float32, 2)}
+	if _, lead := f.join(7, late, 0, func(error) { t.Error("the new flight's leader got a waiter's callback") }); !lead {
+		t.Fatal("a job missing the key after the drop must lead its own flight")
+	}
+	f.land(7, fl, errors.New("dropped")) // the old flight lands: the new one stays open
+	if len(f.m) != 1 {
+		t.Fatalf("%d flights open, want the new one", len(f.m))
 	}
 }

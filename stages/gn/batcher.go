@@ -57,9 +57,10 @@ type Request struct {
 	Tokens []int32
 	Out    []float32 // len Dim, filled
 	Done   func(err error)
-	// Ctx, when set, drops the request when its batch forms if it is done by then: Done is
-	// called with its cause and no pass runs for it (a revoked partition, a cancelled query).
-	Ctx context.Context
+	// Cancelled, when set, is asked when the request's batch forms, on the batcher goroutine:
+	// a non-nil error drops the request, Done is called with it and no pass runs for it
+	// (nobody wants the window any more: a revoked partition, a cancelled query).
+	Cancelled func() error
 	// Lookup, when set, is asked when the request's batch forms, on the batcher goroutine,
 	// before Done: true means it filled out itself (another process's copy of the window has
 	// reached the cache meanwhile), and Done(nil) is called without a pass.
@@ -73,7 +74,7 @@ type BatcherStats struct {
 	RealTokens   int64
 	PaddedTokens int64   // B*Lmax summed over batches
 	Failed       int64   // batches whose Embed returned an error
-	Dropped      int64   // requests dropped when their batch formed (Request.Ctx done)
+	Dropped      int64   // requests dropped when their batch formed (Request.Cancelled)
 	LookedUp     int64   // requests their Lookup filled when their batch formed
 	FillRatio    float64 // mean over batches of max(B/MaxBatch, B*Lmax/TokenBudget): 1 = every pass full
 	PaddingRatio float64 // PaddedTokens/RealTokens: 1 = no padding
@@ -336,16 +337,20 @@ func (b *Batcher) next(now time.Time) ([]*pending, cutReason, time.Duration) {
 }
 
 // settle answers, without a pass, the requests of a batch that no longer need one: dropped
-// (their Ctx is done) or filled by their Lookup. It returns the rest.
+// (Cancelled) or filled by their Lookup. It returns the rest.
 func (b *Batcher) settle(batch []*pending) []*pending {
 	keep := batch[:0]
 	var settled []*pending
 	var errs []error
 	var dropped, looked int64
 	for _, p := range batch {
+		var cancelled error
+		if p.Cancelled != nil {
+			cancelled = p.Cancelled()
+		}
 		switch {
-		case p.Ctx != nil && p.Ctx.Err() != nil:
-			settled, errs = append(settled, p), append(errs, fmt.Errorf("gn: window dropped before its pass: %w", context.Cause(p.Ctx)))
+		case cancelled != nil:
+			settled, errs = append(settled, p), append(errs, fmt.Errorf("gn: window dropped before its pass: %w", cancelled))
 			dropped++
 		case p.Lookup != nil && p.Lookup(p.Out):
 			settled, errs = append(settled, p), append(errs, nil)

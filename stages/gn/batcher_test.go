@@ -487,7 +487,7 @@ func TestBatcherDefaultsByProvider(t *testing.T) {
 	}
 }
 
-// When a batch forms, a request whose Ctx has ended is dropped (Done with its cause) and one
+// When a batch forms, a request whose Cancelled says so is dropped (Done with its error) and one
 // whose Lookup fills it is answered without a pass; only the rest reach the model.
 func TestBatcherSettlesAtBatchTime(t *testing.T) {
 	f := &fakeEmbedder{dim: 2, gate: make(chan struct{})}
@@ -506,10 +506,16 @@ func TestBatcherSettlesAtBatchTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(20 * time.Millisecond)
-	gone, cancel := context.WithCancelCause(context.Background())
+	revoked := errors.New("partition revoked")
+	var gone atomic.Bool
 	found := make([]float32, 2)
 	for _, r := range []Request{
-		{Tokens: []int32{4, 5}, Out: make([]float32, 2), Done: done("dropped"), Ctx: gone},
+		{Tokens: []int32{4, 5}, Out: make([]float32, 2), Done: done("dropped"), Cancelled: func() error {
+			if gone.Load() {
+				return revoked
+			}
+			return nil
+		}},
 		{Tokens: []int32{6, 7}, Out: found, Done: done("found"), Lookup: func(out []float32) bool { out[0], out[1] = 9, 9; return true }},
 		{Tokens: []int32{8, 9}, Out: make([]float32, 2), Done: done("embedded"), Lookup: func([]float32) bool { return false }},
 	} {
@@ -517,8 +523,7 @@ func TestBatcherSettlesAtBatchTime(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	revoked := errors.New("partition revoked")
-	cancel(revoked)
+	gone.Store(true)
 	close(f.gate)
 	b.Close()
 	if !errors.Is(got["dropped"], revoked) || got["found"] != nil || got["embedded"] != nil || got["first"] != nil || len(got) != 4 {
