@@ -3,6 +3,11 @@
 // and after it (ops/bench/embedonce, ops/bench/reaggregate) run the same code against two
 // binaries, so each run is a section of its own in one file, with the figures that make the
 // two comparable: the machine, the load average, the commit the binary was built from.
+//
+// It also holds what those harnesses share around their measurement (harness.go): main and
+// its signals and exit codes, the flags and usage, the -bin/-out/-label section, the header
+// and heading of the report, the pipeline file and the removal of a trial's leftovers; so
+// a second harness written like the first differs from it only in what it measures.
 package benchenv
 
 import (

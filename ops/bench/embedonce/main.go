@@ -37,16 +37,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/reignpipe/reignpipe/ops/bench/benchenv"
@@ -55,54 +52,35 @@ import (
 )
 
 type options struct {
-	bin, brokers, kcat, gn string
-	scenarios              []string
-	trials                 int
-	seed                   uint64
-	docsA, familiesB       int
-	partitions             int
-	staggers               []time.Duration
-	embedIdle              time.Duration
-	trialTimeout           time.Duration
-	root                   string
-	keep                   bool
-	out, label             string
+	benchenv.Section
+	brokers, kcat, gn string
+	scenarios         []string
+	trials            int
+	seed              uint64
+	docsA, familiesB  int
+	partitions        int
+	staggers          []time.Duration
+	embedIdle         time.Duration
+	trialTimeout      time.Duration
+	root              string
+	keep              bool
 }
 
-func main() {
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
-		}
-		fmt.Fprintln(os.Stderr, "embedonce:", err)
-		os.Exit(1)
-	}
-}
+const pkg = "ops/bench/embedonce"
+
+func main() { benchenv.Main("embedonce", run) }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("embedonce", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: go run ./ops/bench/embedonce [flags]\n\n"+
-			"GN windows of two embed workers against the corpus's distinct windows, per scenario and trial,\n"+
-			"on the real broker and GN (see the comment at the top of ops/bench/embedonce/main.go).\n\nflags:\n")
-		fs.PrintDefaults()
-	}
-	home := os.Getenv("REIGNPIPE_HOME")
-	if home == "" {
-		if h, err := os.UserHomeDir(); err == nil {
-			home = filepath.Join(h, ".cache", "reignpipe")
-		}
-	}
+	fs := benchenv.Flags(pkg, "GN windows of two embed workers against the corpus's distinct windows, per scenario and trial,\n"+
+		"on the real broker and GN (see the comment at the top of ops/bench/embedonce/main.go).")
 	brokers := os.Getenv("REIGNPIPE_KAFKA_BROKERS")
 	if brokers == "" {
 		brokers = "127.0.0.1:19092"
 	}
 	var o options
-	fs.StringVar(&o.bin, "bin", "bin/reignpipe", "the reignpipe binary to measure")
+	o.Section.Flags(fs)
 	fs.StringVar(&o.brokers, "brokers", brokers, "bootstrap broker (default $REIGNPIPE_KAFKA_BROKERS; ops/kafka start prints it)")
-	fs.StringVar(&o.kcat, "kcat", filepath.Join(home, "tools", "bin", "kcat"), "kcat binary")
+	fs.StringVar(&o.kcat, "kcat", filepath.Join(pipelines.Home(), "tools", "bin", "kcat"), "kcat binary")
 	fs.StringVar(&o.gn, "gn", "bge-small-en-v15", "gn.name of the pipeline")
 	scen := fs.String("scenarios", "A,B", "scenarios to run, comma-separated: A (distinct documents), B (shared descriptions)")
 	fs.IntVar(&o.trials, "trials", 3, "trials per scenario")
@@ -115,16 +93,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.DurationVar(&o.trialTimeout, "trial-timeout", 30*time.Minute, "give up a trial after this long")
 	fs.StringVar(&o.root, "dir", os.TempDir(), "where the trials' temp dirs are made")
 	fs.BoolVar(&o.keep, "keep", false, "keep the trials' dirs and topics")
-	fs.StringVar(&o.out, "out", "", "append the report as a section to this results file")
-	fs.StringVar(&o.label, "label", "", "the section's title (default: the binary's commit)")
 	deletePrefixes := fs.String("delete", "", "delete the topics of trials kept with -keep (their prefixes, comma-separated) and exit")
 	corpusOnly := fs.Bool("corpus-only", false, "print each scenario's corpus (documents, windows, distinct windows) and exit: no broker, no GN pass")
-	if err := fs.Parse(args); err != nil {
+	if err := benchenv.Parse(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() != 0 {
-		fs.Usage()
-		return flag.ErrHelp
 	}
 	for _, s := range strings.Split(*scen, ",") {
 		s = strings.ToUpper(strings.TrimSpace(s))
@@ -143,14 +115,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if o.trials < 1 || o.docsA < 1 || o.familiesB < 1 || o.partitions < 3 {
 		return errors.New("-trials, -docs-a and -families-b must be >= 1, -partitions >= 3 (scenario B puts up to 3 members on different partitions)")
 	}
-	var err error
-	if o.bin, err = filepath.Abs(o.bin); err != nil {
+	if err := o.Resolve(); err != nil {
 		return err
 	}
-	for _, f := range []string{o.bin, o.kcat} {
-		if _, err := os.Stat(f); err != nil {
-			return fmt.Errorf("%s: %w (build with go build -o bin/reignpipe ./cmd/reignpipe; kcat comes with ops/fetch)", f, err)
-		}
+	if _, err := os.Stat(o.kcat); err != nil {
+		return fmt.Errorf("%w (ops/tools unpacks kcat into $REIGNPIPE_HOME/tools/bin)", err)
 	}
 	if *deletePrefixes != "" {
 		var errs []error
@@ -166,9 +135,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	started := time.Now().UTC()
-	header := fmt.Sprintf("Machine: %s. Binary %s. Harness from commit %s. Broker: %s at %s. Started %s, load average %s.\n",
-		benchenv.Machine(), benchenv.Binary(o.bin), benchenv.Tree(root), benchenv.KafkaVersion(root), o.brokers, started.Format(time.RFC3339), benchenv.LoadAvg())
+	header := o.Header(root, fmt.Sprintf("Broker: %s at %s", benchenv.KafkaVersion(root), o.brokers))
 	fmt.Fprint(os.Stderr, header)
 
 	var results []trialResult
@@ -186,12 +153,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 		}
 	}
-	report := render(o, header, benchenv.Command("ops/bench/embedonce", args), results)
-	fmt.Fprint(stdout, report)
-	if o.out == "" {
-		return nil
-	}
-	return benchenv.Append(o.out, "GN windows per distinct window with two embed workers (ops/bench/embedonce)", report)
+	report := render(o, header, benchenv.Command(pkg, args), results)
+	return o.Write(stdout, "GN windows per distinct window with two embed workers (ops/bench/embedonce)", report)
 }
 
 // figures are one trial's numbers, the raw record the report's tables come from.
@@ -261,24 +224,10 @@ func trial(parent context.Context, o options, scenario string, stagger time.Dura
 		return res, err
 	}
 	prefix := fmt.Sprintf("embedonce-%s-%d-%d", strings.ToLower(scenario), time.Now().Unix(), n)
-	defer func() {
-		if o.keep {
-			fmt.Fprintf(os.Stderr, "embedonce: kept %s and topics %s.*\n", dir, prefix)
-			return
-		}
-		os.RemoveAll(dir)
-		// A fresh context: the trial's may have ended, the topics must still go.
-		dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
-		defer dcancel()
-		if derr := deleteTopics(dctx, o.brokers, prefix); derr != nil {
-			fmt.Fprintf(os.Stderr, "embedonce: deleting topics %s.*: %v\n", prefix, derr)
-		}
-	}()
-	cfgPath := filepath.Join(dir, "pipeline.yaml")
-	if err := os.WriteFile(cfgPath, []byte(pipelineYAML(o, dir, prefix)), 0o644); err != nil {
-		return res, err
-	}
-	cfg, err := pipelines.Load(cfgPath)
+	defer benchenv.Leftovers("embedonce", o.keep, dir, "topics "+prefix+".*", func(ctx context.Context) error {
+		return deleteTopics(ctx, o.brokers, prefix)
+	})
+	cfgPath, cfg, err := benchenv.Pipeline(dir, pipelineYAML(o, dir, prefix))
 	if err != nil {
 		return res, err
 	}
@@ -295,7 +244,7 @@ func trial(parent context.Context, o options, scenario string, stagger time.Dura
 	f.LoadBefore = benchenv.LoadAvg()
 	res.summaries = map[string]map[string]any{}
 
-	ing, err := start(ctx, dir, "ingest", o.bin, "stage", "ingest", "--idle-exit", "2s", cfgPath)
+	ing, err := start(ctx, dir, "ingest", o.Bin, "stage", "ingest", "--idle-exit", "2s", cfgPath)
 	if err != nil {
 		return res, err
 	}
@@ -316,7 +265,7 @@ func trial(parent context.Context, o options, scenario string, stagger time.Dura
 
 	// The documented order: the embed workers, then the aggregate, all at once.
 	t0 := time.Now()
-	embedA, err := start(ctx, dir, "embed-a", o.bin, "stage", "embed", "--idle-exit", o.embedIdle.String(), "--cache-dir", filepath.Join(dir, "cache-a"), cfgPath)
+	embedA, err := start(ctx, dir, "embed-a", o.Bin, "stage", "embed", "--idle-exit", o.embedIdle.String(), "--cache-dir", filepath.Join(dir, "cache-a"), cfgPath)
 	if err != nil {
 		return res, err
 	}
@@ -327,11 +276,11 @@ func trial(parent context.Context, o options, scenario string, stagger time.Dura
 			return res, ctx.Err()
 		}
 	}
-	embedB, err := start(ctx, dir, "embed-b", o.bin, "stage", "embed", "--idle-exit", o.embedIdle.String(), "--cache-dir", filepath.Join(dir, "cache-b"), cfgPath)
+	embedB, err := start(ctx, dir, "embed-b", o.Bin, "stage", "embed", "--idle-exit", o.embedIdle.String(), "--cache-dir", filepath.Join(dir, "cache-b"), cfgPath)
 	if err != nil {
 		return res, err
 	}
-	agg, err := start(ctx, dir, "aggregate", o.bin, "stage", "aggregate", cfgPath)
+	agg, err := start(ctx, dir, "aggregate", o.Bin, "stage", "aggregate", cfgPath)
 	if err != nil {
 		return res, err
 	}
@@ -372,7 +321,7 @@ func trial(parent context.Context, o options, scenario string, stagger time.Dura
 	f.VectorDocs, f.Wall = len(docs), last.Sub(t0).Seconds()
 	f.LoadAfter = benchenv.LoadAvg()
 
-	mat, err := start(ctx, dir, "materialize", o.bin, "materialize", "--cache-dir", filepath.Join(dir, "store"), cfgPath)
+	mat, err := start(ctx, dir, "materialize", o.Bin, "materialize", "--cache-dir", filepath.Join(dir, "store"), cfgPath)
 	if err != nil {
 		return res, err
 	}
@@ -489,11 +438,7 @@ func describeCorpora(o options, w io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	cfgPath := filepath.Join(dir, "pipeline.yaml")
-	if err := os.WriteFile(cfgPath, []byte(pipelineYAML(o, dir, "embedonce-corpus")), 0o644); err != nil {
-		return err
-	}
-	cfg, err := pipelines.Load(cfgPath)
+	_, cfg, err := benchenv.Pipeline(dir, pipelineYAML(o, dir, "embedonce-corpus"))
 	if err != nil {
 		return err
 	}
@@ -537,12 +482,7 @@ transport:
 
 func render(o options, header, command string, rs []trialResult) string {
 	var b strings.Builder
-	label := o.label
-	if label == "" {
-		label = benchenv.Binary(o.bin)
-	}
-	fmt.Fprintf(&b, "## %s\n\n%s\n", label, header)
-	fmt.Fprintf(&b, "Command: `%s`\n\n", command)
+	b.WriteString(o.Heading(header, command))
 	fmt.Fprintf(&b, "Pipeline (per trial, paths and topic prefix filled in): K = S = 512, %d partitions, kafka sink, meanpool, run.* defaults; "+
 		"embed workers `--idle-exit %s`; worker a, then worker b (after the delay in the table's second column: 0s is together), then the aggregate.\n\n", o.partitions, o.embedIdle)
 	fmt.Fprintf(&b, "Corpora (seed %d, written by the harness): **A** %d distinct documents of one to three windows; **B** %d families of two or three documents "+

@@ -27,18 +27,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -50,40 +47,27 @@ import (
 )
 
 type options struct {
-	bin, dsn, gn, root, index string
-	timeBin                   string
-	sizes                     []int
-	shared                    float64
-	pool, rowsPerShard        int
-	commitEvery, batchRows    int
-	commitInterval            time.Duration
-	seed                      uint64
-	keep                      bool
-	out, label                string
+	benchenv.Section
+	dsn, gn, root, index   string
+	timeBin                string
+	sizes                  []int
+	shared                 float64
+	pool, rowsPerShard     int
+	commitEvery, batchRows int
+	commitInterval         time.Duration
+	seed                   uint64
+	keep                   bool
 }
 
-func main() {
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
-		}
-		fmt.Fprintln(os.Stderr, "reaggregate bench:", err)
-		os.Exit(1)
-	}
-}
+const pkg = "ops/bench/reaggregate"
+
+func main() { benchenv.Main("reaggregate bench", run) }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("reaggregate", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: go run ./ops/bench/reaggregate [flags]\n\n"+
-			"Peak RSS, wall time and commits of `reignpipe reaggregate --sinks` into pgvector at each size\n"+
-			"(see the comment at the top of ops/bench/reaggregate/main.go).\n\nflags:\n")
-		fs.PrintDefaults()
-	}
+	fs := benchenv.Flags(pkg, "Peak RSS, wall time and commits of `reignpipe reaggregate --sinks` into pgvector at each size\n"+
+		"(see the comment at the top of ops/bench/reaggregate/main.go).")
 	var o options
-	fs.StringVar(&o.bin, "bin", "bin/reignpipe", "the reignpipe binary to measure")
+	o.Section.Flags(fs)
 	fs.StringVar(&o.dsn, "dsn", os.Getenv("REIGNPIPE_PG_DSN"), "database URL (default $REIGNPIPE_PG_DSN; ops/postgres start prints it)")
 	fs.StringVar(&o.timeBin, "time", "/usr/bin/time", "GNU time, which runs the child and reports its peak RSS (%M)")
 	fs.StringVar(&o.gn, "gn", "bge-small-en-v15", "gn.name of the pipeline: its fingerprint and dimension key the cache")
@@ -98,14 +82,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the synthetic windows")
 	fs.StringVar(&o.root, "dir", os.TempDir(), "where the caches are built (10^5 documents: about 1 GB)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the caches and tables")
-	fs.StringVar(&o.out, "out", "", "append the report as a section to this results file")
-	fs.StringVar(&o.label, "label", "", "the section's title (default: the binary's commit)")
-	if err := fs.Parse(args); err != nil {
+	if err := benchenv.Parse(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() != 0 {
-		fs.Usage()
-		return flag.ErrHelp
 	}
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -120,12 +98,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if o.shared < 0 || o.shared > 1 || o.pool < 1 || o.rowsPerShard < 1 || o.commitEvery < 1 || o.commitInterval <= 0 {
 		return errors.New("-shared must be in [0, 1]; -pool, -rows-per-shard, -commit-every and -commit-interval must be positive")
 	}
-	var err error
-	if o.bin, err = filepath.Abs(o.bin); err != nil {
+	if err := o.Resolve(); err != nil {
 		return err
-	}
-	if _, err := os.Stat(o.bin); err != nil {
-		return fmt.Errorf("%w (build with go build -o bin/reignpipe ./cmd/reignpipe)", err)
 	}
 	if _, err := os.Stat(o.timeBin); err != nil {
 		return fmt.Errorf("%w (GNU time: apt-get install time)", err)
@@ -138,9 +112,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	started := time.Now().UTC()
-	header := fmt.Sprintf("Machine: %s. Binary %s. Harness from commit %s. Database: %s. Started %s, load average %s.\n",
-		benchenv.Machine(), benchenv.Binary(o.bin), benchenv.Tree(root), pgVersion, started.Format(time.RFC3339), benchenv.LoadAvg())
+	header := o.Header(root, "Database: "+pgVersion)
 	fmt.Fprint(os.Stderr, header)
 	var rs []result
 	for _, n := range o.sizes {
@@ -153,12 +125,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(os.Stderr, "reaggregate bench: %s\n", line)
 		rs = append(rs, r)
 	}
-	report := render(o, header, benchenv.Command("ops/bench/reaggregate", args), rs)
-	fmt.Fprint(stdout, report)
-	if o.out == "" {
-		return nil
-	}
-	return benchenv.Append(o.out, "`reignpipe reaggregate --sinks` into pgvector: peak RSS and commits against corpus size (ops/bench/reaggregate)", report)
+	report := render(o, header, benchenv.Command(pkg, args), rs)
+	return o.Write(stdout, "`reignpipe reaggregate --sinks` into pgvector: peak RSS and commits against corpus size (ops/bench/reaggregate)", report)
 }
 
 // result is one size's figures, the raw record the report's table comes from.
@@ -200,26 +168,14 @@ func measure(ctx context.Context, o options, n int) (res result, err error) {
 		return res, err
 	}
 	prefix := fmt.Sprintf("rpbench_reagg_%d_%d", time.Now().Unix(), n)
-	defer func() {
-		if o.keep {
-			fmt.Fprintf(os.Stderr, "reaggregate bench: kept %s and tables %s_*\n", dir, prefix)
-			return
-		}
-		os.RemoveAll(dir)
-		dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if derr := dropTables(dctx, o.dsn, prefix); derr != nil {
-			fmt.Fprintf(os.Stderr, "reaggregate bench: dropping %s_*: %v\n", prefix, derr)
-		}
-	}()
-	cfgPath := filepath.Join(dir, "pipeline.yaml")
-	if err := os.WriteFile(cfgPath, []byte(pipelineYAML(o, dir, prefix)), 0o644); err != nil {
-		return res, err
-	}
+	defer benchenv.Leftovers("reaggregate bench", o.keep, dir, "tables "+prefix+"_*", func(ctx context.Context) error {
+		return dropTables(ctx, o.dsn, prefix)
+	})
+	// The source is never read (reaggregate reads the cache), but the pipeline names one.
 	if err := os.WriteFile(filepath.Join(dir, "unused.jsonl"), nil, 0o644); err != nil {
 		return res, err
 	}
-	cfg, err := pipelines.Load(cfgPath)
+	cfgPath, cfg, err := benchenv.Pipeline(dir, pipelineYAML(o, dir, prefix))
 	if err != nil {
 		return res, err
 	}
@@ -282,7 +238,7 @@ func runChild(ctx context.Context, o options, dir, cfgPath string, res *result) 
 	defer logf.Close()
 	var stdout bytes.Buffer
 	maxrss := filepath.Join(dir, "maxrss.txt")
-	cmd := exec.CommandContext(ctx, o.timeBin, "-f", "%M", "-o", maxrss, o.bin, "reaggregate", "--sinks", cfgPath)
+	cmd := exec.CommandContext(ctx, o.timeBin, "-f", "%M", "-o", maxrss, o.Bin, "reaggregate", "--sinks", cfgPath)
 	cmd.Stdout, cmd.Stderr = &stdout, logf
 	t0 := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -484,19 +440,8 @@ func countRows(ctx context.Context, dsn, prefix string, res *result) error {
 		return err
 	}
 	defer conn.Close(context.Background())
-	var tables []string
-	rows, err := conn.Query(ctx, "SELECT table_name FROM "+pgx.Identifier{prefix + "_spaces"}.Sanitize())
+	tables, err := spaceTables(ctx, conn, prefix)
 	if err != nil {
-		return err
-	}
-	for rows.Next() {
-		var t string
-		if err := rows.Scan(&t); err != nil {
-			return err
-		}
-		tables = append(tables, t)
-	}
-	if err := rows.Err(); err != nil {
 		return err
 	}
 	if len(tables) != 1 {
@@ -510,6 +455,25 @@ func countRows(ctx context.Context, dsn, prefix string, res *result) error {
 	return conn.QueryRow(ctx, q).Scan(&res.Commits, &res.Rows, &res.MaxRowsPerTx, &res.MinRowsPerTx)
 }
 
+// spaceTables lists the space tables the sink's registry (prefix_spaces) names; on an error,
+// those read before it.
+func spaceTables(ctx context.Context, conn *pgx.Conn, prefix string) ([]string, error) {
+	rows, err := conn.Query(ctx, "SELECT table_name FROM "+pgx.Identifier{prefix + "_spaces"}.Sanitize())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var tables []string
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			return tables, err
+		}
+		tables = append(tables, t)
+	}
+	return tables, rows.Err()
+}
+
 // dropTables removes what the sink made under prefix: the space tables, the registry and the
 // version function.
 func dropTables(ctx context.Context, dsn, prefix string) error {
@@ -518,17 +482,9 @@ func dropTables(ctx context.Context, dsn, prefix string) error {
 		return err
 	}
 	defer conn.Close(context.Background())
-	var tables []string
-	rows, err := conn.Query(ctx, "SELECT table_name FROM "+pgx.Identifier{prefix + "_spaces"}.Sanitize())
-	if err == nil {
-		for rows.Next() {
-			var t string
-			if err := rows.Scan(&t); err == nil {
-				tables = append(tables, t)
-			}
-		}
-		rows.Close()
-	}
+	// A registry that cannot be read (the run failed before the sink made it) still leaves
+	// the registry itself and the function to drop, and whatever it did list.
+	tables, _ := spaceTables(ctx, conn, prefix)
 	tables = append(tables, prefix+"_spaces")
 	var errs []error
 	for _, t := range tables {
@@ -544,12 +500,7 @@ func dropTables(ctx context.Context, dsn, prefix string) error {
 
 func render(o options, header, command string, rs []result) string {
 	var b strings.Builder
-	label := o.label
-	if label == "" {
-		label = benchenv.Binary(o.bin)
-	}
-	fmt.Fprintf(&b, "## %s\n\n%s\n", label, header)
-	fmt.Fprintf(&b, "Command: `%s`\n\n", command)
+	b.WriteString(o.Heading(header, command))
 	fmt.Fprintf(&b, "Pipeline: meanpool, K = S = 512, cache.rows_per_shard %d, sink `{type: pgvector, index: %s}`, run.commit_every %d, run.commit_interval %s. "+
 		"Synthetic cache: 2–4 windows a document, %.0f%% of them from a pool of %d shared windows, 384-d unit vectors (the GN's fingerprint and dimension from its files).\n\n",
 		o.rowsPerShard, o.index, o.commitEvery, o.commitInterval, 100*o.shared, o.pool)
