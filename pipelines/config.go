@@ -139,6 +139,9 @@ type RunConfig struct {
 	// InflightBytes bounds the text of the documents between the reader and the writer, with
 	// Queue: memory follows the smaller of the two. 0 = no bound.
 	InflightBytes int64 `yaml:"inflight_bytes"`
+	// DuplicateIDs bounds the doc ids a run remembers to find the same id delivered twice in
+	// one input (eight bytes an id, at most twice over); 0 = none.
+	DuplicateIDs int `yaml:"duplicate_ids"`
 }
 
 // Load reads, expands and validates a pipeline file. ${VAR} and ${VAR:-default} are expanded
@@ -269,6 +272,7 @@ func Defaults() *Config {
 		Run: RunConfig{
 			StateDir: "out/state", CommitEvery: commitpolicy.Every, CommitInterval: Duration{Duration: commitpolicy.Interval},
 			Queue: 64, Progress: "auto", DrainTimeout: Duration{Duration: 30 * time.Second}, InflightBytes: 64 << 20,
+			DuplicateIDs: 1 << 21,
 		},
 		Transport: TransportConfig{Type: "embedded", Kafka: KafkaConfig{
 			Partitions: 6, ReplicationFactor: 1, MaxRecordBytes: 900_000, Compression: "zstd", StartOffset: "earliest", RawFormat: "json",
@@ -403,6 +407,8 @@ func (c *Config) Validate() error {
 		return c.bad("run.queue", "must be >= 1")
 	case c.Source.MaxDocBytes < 0:
 		return c.bad("source.max_doc_bytes", "must be >= 0 (0: no bound)")
+	case c.Run.DuplicateIDs < 0:
+		return c.bad("run.duplicate_ids", "must be >= 0 (0: duplicates are not counted)")
 	case c.Run.InflightBytes < 0:
 		return c.bad("run.inflight_bytes", "must be >= 0 (0: no bound)")
 	case c.Run.Progress != "auto" && c.Run.Progress != "bar" && c.Run.Progress != "log" && c.Run.Progress != "off":

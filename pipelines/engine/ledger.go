@@ -46,15 +46,12 @@ type Options struct {
 	OnCommit func(watermark int64) error
 	// DeadLetter receives the inputs that failed; required unless nothing can fail.
 	DeadLetter connectors.DeadLetterSink
-	// TrackIDs bounds the doc ids remembered to count duplicates (DefaultTrackIDs when 0;
-	// negative: none). Eight bytes an id, at most twice over.
+	// TrackIDs bounds the doc ids remembered to count the same id delivered twice (0: none;
+	// run.duplicate_ids). Eight bytes an id, at most twice over. Left 0 where a repeat is not
+	// the input's (a Kafka input read again after a rebalance, the aggregate stage, reaggregate).
 	TrackIDs int
 	Logger   *slog.Logger
 }
-
-// DefaultTrackIDs is how many doc ids a ledger remembers to find the same id delivered twice
-// in one run: 2,097,152 ids, at most 32 MiB.
-const DefaultTrackIDs = 1 << 21
 
 // Ledger is the one commit path. It records every input from the moment it is read until it
 // is done, and owns what a commit does, in this order:
@@ -101,9 +98,6 @@ func New(out Outputs, o Options, c *Counters) (*Ledger, error) {
 	}
 	if (out.Cache != nil || len(out.Chunks) > 0) && (out.Space.Fingerprint == "" || out.Space.Dim <= 0) {
 		return nil, errors.New("engine: manifests and chunk records need the GN space")
-	}
-	if o.TrackIDs == 0 {
-		o.TrackIDs = DefaultTrackIDs
 	}
 	l := &Ledger{out: out, o: o, c: c, log: o.Logger, wm: newWatermark(o.Resume), persisted: o.Resume, lastCommit: time.Now()}
 	if o.TrackIDs > 0 {

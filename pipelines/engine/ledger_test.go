@@ -254,7 +254,7 @@ func TestCloseErrors(t *testing.T) {
 func TestDuplicateIDsCounted(t *testing.T) {
 	ev := &events{}
 	var logs bytes.Buffer
-	l, c := testLedger(t, ev, Options{CommitEvery: 100, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, &evSink{ev: ev, name: "parquet"})
+	l, c := testLedger(t, ev, Options{CommitEvery: 100, TrackIDs: 100, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, &evSink{ev: ev, name: "parquet"})
 	for i, id := range []string{"a", "b", "a", "a", "c", "b"} {
 		if err := l.Deliver(context.Background(), Input{Seq: int64(i), DocID: id}, Doc{ID: id}, []uint64{1, 2}, twoChunks); err != nil {
 			t.Fatal(err)

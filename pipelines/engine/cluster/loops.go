@@ -33,6 +33,8 @@ type IngestOptions struct {
 	Resume int64
 	// OnCommit persists the number of leading inputs done after each commit.
 	OnCommit func(watermark int64) error
+	// TrackIDs bounds the doc ids remembered to count the input's duplicates (run.duplicate_ids).
+	TrackIDs int
 }
 
 // Ingest copies documents from src to out until src is exhausted or ctx is cancelled (then what
@@ -49,7 +51,7 @@ func Ingest(ctx context.Context, src connectors.Source, out connectors.DocumentS
 	}
 	led, err := engine.New(engine.Outputs{Docs: out}, engine.Options{
 		CommitEvery: o.CommitEvery, CommitInterval: o.CommitInterval, Resume: o.Resume,
-		SourceCommit: sourceCommit, OnCommit: o.OnCommit, DeadLetter: dl, Logger: o.Logger,
+		SourceCommit: sourceCommit, OnCommit: o.OnCommit, DeadLetter: dl, TrackIDs: o.TrackIDs, Logger: o.Logger,
 	}, c)
 	if err != nil {
 		return errors.Join(err, out.Close(context.WithoutCancel(ctx)))

@@ -250,6 +250,7 @@ func (e *stageEnv) ingest(ctx context.Context, dl connectors.DeadLetterSink, o S
 	err = Ingest(ctx, idleSourceOf(src, o.IdleExit), out, dl, IngestOptions{
 		LoopOptions: LoopOptions{CommitEvery: cfg.Run.CommitEvery, CommitInterval: cfg.Run.CommitInterval.Duration, Logger: e.log},
 		Resume:      ck.Watermark,
+		TrackIDs:    cfg.Run.DuplicateIDs,
 		OnCommit: func(w int64) error {
 			ck.Watermark = w
 			return ck.Save(ckPath)

@@ -185,7 +185,7 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (_ *engine.Summa
 		CommitEvery: cfg.Run.CommitEvery, CommitInterval: cfg.Run.CommitInterval.Duration,
 		TokenizeWorkers: cfg.Run.TokenizeWorkers, Queue: cfg.Run.Queue, DrainTimeout: cfg.Run.DrainTimeout.Duration,
 		MaxDocBytes: cfg.Source.MaxDocBytes, InflightBytes: cfg.Run.InflightBytes,
-		Resume: ck.Watermark, Logger: log,
+		Resume: ck.Watermark, Logger: log, TrackIDs: trackIDs(cfg, o),
 		OnCommit: func(w int64) error {
 			if selfCheckpointing {
 				// Its position is the source's own (Kafka offsets, a watched folder's state
@@ -358,4 +358,14 @@ func ConfiguredSinks(ctx context.Context, cfg *pipelines.Config) reaggregate.Sin
 		sinks, outputs, _, err := OpenSinks(ctx, cfg, SinkEnv(id, params, agg, companion, nil))
 		return sinks, outputs, err
 	}
+}
+
+// trackIDs is how many doc ids the run remembers to count duplicates: run.duplicate_ids, but
+// none for a distributed worker, whose Kafka input is read again after a rebalance -- a repeat
+// there is a redelivery, not the input's (the ingest stage counts the input's).
+func trackIDs(cfg *pipelines.Config, o Options) int {
+	if o.OpenSource != nil {
+		return 0
+	}
+	return cfg.Run.DuplicateIDs
 }

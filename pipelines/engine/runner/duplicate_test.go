@@ -37,7 +37,7 @@ func TestDuplicateIDKeepsInputOrder(t *testing.T) {
 		{ID: "t:y", Source: "t", Version: "1", Text: "other"},
 		{ID: "t:x", Source: "t", Version: "1", Text: "short"}, // read later, done first
 	}
-	rg := newRig(t, t.TempDir(), docs, Options{CommitEvery: 100})
+	rg := newRig(t, t.TempDir(), docs, Options{CommitEvery: 100, TrackIDs: 100})
 	g := &lagGN{}
 	rg.r.parts.Embedder = gnOf{g}
 	if err := rg.r.Run(context.Background()); err != nil {
