@@ -29,6 +29,10 @@ type Want struct {
 	Tokenizer bool
 	// Cache opens the chunk cache in the GN's space.
 	Cache bool
+	// Scan: the cache's manifests are read once, in order (reaggregate), so its index keeps a
+	// small block cache: a scan's blocks are not read again, and a full one would fill the
+	// default 64 MiB for nothing.
+	Scan bool
 	// Aggregator builds the configured document aggregation (and its GN mean-pool companion).
 	Aggregator bool
 }
@@ -94,8 +98,13 @@ func Open(cfg *pipelines.Config, want Want) (_ *Parts, err error) {
 		return nil, fmt.Errorf("GN model: %w", err)
 	}
 	if want.Cache {
+		var indexCache int64 // the default
+		if want.Scan {
+			indexCache = scanIndexCache
+		}
 		p.Cache, err = shardcache.Open(shardcache.Options{
-			Dir: cfg.Cache.Dir, Fingerprint: p.GN.Fingerprint, Dim: p.GN.Dim, K: p.Params.K, S: p.Params.S,
+			IndexCacheBytes: indexCache,
+			Dir:             cfg.Cache.Dir, Fingerprint: p.GN.Fingerprint, Dim: p.GN.Dim, K: p.Params.K, S: p.Params.S,
 			RowsPerShard: cfg.Cache.RowsPerShard,
 		})
 		if err != nil {
@@ -112,6 +121,9 @@ func Open(cfg *pipelines.Config, want Want) (_ *Parts, err error) {
 	}
 	return p, nil
 }
+
+// scanIndexCache is the index's block cache for a cache read by one scan.
+const scanIndexCache = 4 << 20
 
 // Close releases every part, the last opened first (the cache flushes), and returns what
 // failed.

@@ -162,7 +162,7 @@ func RunInto(ctx context.Context, cfg *pipelines.Config, open Sinks) (sum Summar
 	defer func() { sum.WallSeconds = time.Since(start).Seconds() }()
 	// The GN is only identified, for its fingerprint and dimension, which name the cache's
 	// space; no GN session is made, so the summary's forward-pass counter stays 0.
-	pp, err := parts.Open(cfg, parts.Want{Cache: true, Aggregator: true})
+	pp, err := parts.Open(cfg, parts.Want{Cache: true, Scan: true, Aggregator: true})
 	if err != nil {
 		return sum, err
 	}
