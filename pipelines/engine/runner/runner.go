@@ -172,11 +172,6 @@ func (r *Runner) Space() schemas.Space {
 // and counted.
 func (r *Runner) Run(ctx context.Context) (err error) {
 	p := r.parts
-	win, err := engine.NewWindows(engine.WindowsOptions{Cache: p.Cache, GN: p.Embedder, Dim: p.Dim, Counters: &r.C, Logger: r.opt.Logger})
-	if err != nil {
-		return err
-	}
-	r.win = win
 	var sourceCommit func(context.Context) error
 	if f, ok := p.Source.(connectors.AckFlusher); ok {
 		sourceCommit = f.FlushAcks
@@ -188,8 +183,13 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 		SourceCommit: sourceCommit, OnCommit: r.opt.OnCommit, DeadLetter: p.DeadLetter, TrackIDs: r.opt.TrackIDs, Logger: r.opt.Logger,
 	}, &r.C)
 	if err != nil {
-		return err
+		return err // New checked the parts this refuses: not reached with a runner from New
 	}
+	win, err := engine.NewWindows(engine.WindowsOptions{Cache: p.Cache, GN: p.Embedder, Dim: p.Dim, Counters: &r.C, Logger: r.opt.Logger})
+	if err != nil {
+		return errors.Join(err, led.Close(context.Background(), true))
+	}
+	r.win = win
 
 	// hardCtx ends in-flight work; it is cancelled DrainTimeout after ctx, or on a fatal error.
 	hardCtx, hardCancel := context.WithCancelCause(context.Background())
