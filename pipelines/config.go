@@ -1,6 +1,6 @@
 // Package pipelines loads and validates pipeline definitions (the YAML files in this
 // directory). A definition names one source, the GN and window settings, the chunk cache, the
-// aggregation and the sinks; the embedded runner (package pipelines/embedded) executes it in one
+// aggregation and the sinks; the embedded runner (package pipelines/engine/runner) executes it in one
 // process.
 //
 // Loading is strict: unknown keys and bad values are rejected with the YAML line and the reason,

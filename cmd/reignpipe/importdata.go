@@ -7,7 +7,7 @@ import (
 	"github.com/reignpipe/reignpipe/pipelines/quality/dataset"
 )
 
-// cmdImportdata rewrites a published benchmark (any layout pipelines/bench/dataset reads) in the plain
+// cmdImportdata rewrites a published benchmark (any layout pipelines/quality/dataset reads) in the plain
 // BEIR layout that `reignpipe train` and other BEIR tools take.
 func cmdImportdata(args []string) error {
 	fs := newFlagSet("importdata", args)

@@ -24,7 +24,7 @@ import (
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
 
-// The cluster's chunk store (pipelines/replica) against the real broker, with real embed
+// The cluster's chunk store (pipelines/engine/replica) against the real broker, with real embed
 // stage processes on the small GN all-minilm-l6-v2. Every GN batch holds one window
 // (batching.max_batch: 1), so a window's embedding has the same bits whichever process embeds
 // it, and a replica can be compared with an embedded run's cache byte for byte.

@@ -1,7 +1,7 @@
 // Package jsonl reads documents from JSON Lines files, one object per line:
 // {"id" or "_id": string or number, "title": string, "text": string, "version": optional}.
 // "id" wins when a line has both. This is the BEIR corpus layout, and an easy format to
-// produce from anything else; the BEIR loader (pipelines/bench/beir) reads corpus and
+// produce from anything else; the BEIR loader (pipelines/quality/beir) reads corpus and
 // queries lines with ParseLine too, so eval and a run over one file agree on every id.
 package jsonl
 

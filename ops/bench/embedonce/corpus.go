@@ -181,7 +181,7 @@ const source = "eo"
 func docID(id string) string { return source + ":" + id }
 
 // partitionOf is where the producer puts a record keyed key: murmur2, the balancer the
-// project's producer uses (internal/kafka), as Java clients place keys.
+// project's producer uses (internal/kafkaclient), as Java clients place keys.
 func partitionOf(key string, n int) int {
 	parts := make([]int, n)
 	for i := range parts {

@@ -1,5 +1,5 @@
 // Command storetopic measures how fast a chunk store replica is materialised from Kafka
-// (pipelines/replica, what `reignpipe materialize` and every embed worker's follower do)
+// (pipelines/engine/replica, what `reignpipe materialize` and every embed worker's follower do)
 // against the local store's own write rate (shardcache Add + Flush) in the same run.
 //
 //	go run ./ops/bench/storetopic -brokers 127.0.0.1:19092 -n 100000

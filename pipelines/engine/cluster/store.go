@@ -19,7 +19,7 @@ import (
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
 
-// The cluster's chunk store (pipelines/replica): every embed worker's cache is a replica of
+// The cluster's chunk store (pipelines/engine/replica): every embed worker's cache is a replica of
 // <topics>.windows + <topics>.manifests; `stage replica` keeps one without a GN, and
 // Materialize catches one up and exits.
 

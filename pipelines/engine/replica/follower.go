@@ -6,7 +6,7 @@
 // Follower applies both topics to the cache and checkpoints the offsets it applied; Publisher
 // is the cache an embed worker's runner writes through, which puts a new window into the
 // local cache only once the broker acknowledged it on P.windows, and a manifest only after its
-// windows. Materialize and the replica stage (pipelines/launch) are a Follower without a
+// windows. Materialize and the replica stage (pipelines/engine/cluster) are a Follower without a
 // runner.
 package replica
 

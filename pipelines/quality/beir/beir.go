@@ -1,7 +1,7 @@
 // Package beir reads and writes the plain BEIR layout: corpus.jsonl, queries.jsonl and
 // qrels/<split>.tsv, each optionally gzip-compressed. It is what `reignpipe train` and most
 // BEIR tools read, what `reignpipe importdata` and `reignpipe benchdata` write (WriteFiles is
-// their one writer), and the types every benchmark reader (pipelines/bench/dataset) returns.
+// their one writer), and the types every benchmark reader (pipelines/quality/dataset) returns.
 package beir
 
 import (

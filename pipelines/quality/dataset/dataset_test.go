@@ -150,7 +150,7 @@ func TestHuggingFaceLayouts(t *testing.T) {
 }
 
 // TestPlainBEIRRoundTrip: WriteBEIR's output reads back identically, both here and through the
-// plain BEIR loader (pipelines/bench/beir).
+// plain BEIR loader (pipelines/quality/beir).
 func TestPlainBEIRRoundTrip(t *testing.T) {
 	corpus, queries, qrels := wantBEIR()
 	src := &Source{Format: FormatBEIR, Corpus: corpus, Queries: queries, Qrels: qrels, Convention: Convention{K: 10}}

@@ -2,7 +2,7 @@
 // and queries through the pipeline (chunk cache included) and compares, on the same data in
 // one run, BM25 over the same text, the bare GN on the first window only, the GN chunked
 // mean-pool and, when a checkpoint is configured, REIGN, with paired significance against the
-// mean-pool. The data may be in any layout pipelines/bench/dataset reads.
+// mean-pool. The data may be in any layout pipelines/quality/dataset reads.
 package eval
 
 import (

@@ -3,7 +3,7 @@
 // the cached window sequences alone (0 GN forward passes): each document of at least
 // MinWindows windows is cut into two contiguous parts, the first a query and the second its
 // positive. Documents go to train / validation / test by a seeded hash of their id, the REIGN
-// trainer (ops/train, through pipelines/train) trains on train and selects on validation, and
+// trainer (ops/train, through pipelines/quality/train) trains on train and selects on validation, and
 // the test queries are scored with the selected checkpoint and with the mean-pool of the same
 // chunks, paired, as `reignpipe eval` scores systems.
 package tune

@@ -1,5 +1,5 @@
 // Package search answers "which documents are like this one?" for a pipeline: the query
-// document becomes a vector through the pipeline's own parts (package pipelines/query: windows,
+// document becomes a vector through the pipeline's own parts (package pipelines/serving/query: windows,
 // chunk cache, GN, aggregation), then the pipeline's vector store ranks its documents against
 // it -- a pgvector sink's table (HNSW, or an exact scan), or, without a database, an exact scan
 // of a parquet or jsonl sink's part files. `reignpipe search` and `reignpipe serve` both ask

@@ -1,4 +1,4 @@
-// Package serve is reignpipe's HTTP API over a pipeline's query side (package pipelines/search):
+// Package serve is reignpipe's HTTP API over a pipeline's query side (package pipelines/serving/search):
 //
 //	POST /v1/embed   a document -> its vectors (the aggregation's and, beside a REIGN vector, the
 //	                 GN mean-pool), each with its space label
