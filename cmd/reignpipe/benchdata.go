@@ -12,7 +12,7 @@ import (
 )
 
 // cmdBenchdata writes a BEIR-layout benchmark derived from real documents (see package
-// pipelines/bench/build for the constructions and the split).
+// pipelines/quality/benchdata for the constructions and the split).
 func cmdBenchdata(ctx context.Context, args []string) error {
 	fs := newFlagSet("benchdata", args)
 	kind := fs.String("kind", "", "construction: "+strings.Join(benchdata.Kinds, " or "))

@@ -24,7 +24,7 @@ func encodeInProcess(ctx context.Context, cfg *pipelines.Config, src connectors.
 	return *sum, err
 }
 
-// cmdEval scores a pipeline on a benchmark (pipelines/bench/eval): BM25, the GN truncated to
+// cmdEval scores a pipeline on a benchmark (pipelines/quality/eval): BM25, the GN truncated to
 // its first window, the GN mean-pool and, with a checkpoint, REIGN.
 func cmdEval(ctx context.Context, args []string) error {
 	fs := newFlagSet("eval", args)

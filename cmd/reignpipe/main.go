@@ -3,9 +3,9 @@
 // The commands, their usage lines and summaries are the table in commands.go: `reignpipe help`
 // and `reignpipe CMD --help` print from it, so there is no second copy to drift.
 //
-// The pipeline wiring is package pipelines/launch; the component types it opens are the
-// registry pipelines/components.Builtin returns (`reignpipe components` lists them): no package
-// registers itself.
+// The pipeline wiring is in pipelines/engine/launch (one process) and pipelines/engine/cluster
+// (the stages); the component types it opens are the registry pipelines/components.Builtin
+// returns (`reignpipe components` lists them): no package registers itself.
 package main
 
 import (

@@ -9,7 +9,7 @@ import (
 )
 
 // cmdNeighbors prints the k documents nearest to one document of a vector sink's directory
-// (pipelines/neighbors).
+// (pipelines/quality/neighbors).
 func cmdNeighbors(w io.Writer, args []string) error {
 	fs := newFlagSet("neighbors", args)
 	dir := fs.String("vectors", "", "vector sink directory (parquet or jsonl parts)")

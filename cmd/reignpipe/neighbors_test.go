@@ -11,7 +11,7 @@ import (
 )
 
 // neighbors prints the query document, then one line per neighbour (rank, score, id, title);
-// the ranking itself is pipelines/neighbors' and tested there.
+// the ranking itself is pipelines/quality/neighbors. and tested there.
 func TestNeighborsListing(t *testing.T) {
 	dir := t.TempDir()
 	s, err := vectorfile.NewJSONL(vectorfile.JSONLOptions{Dir: dir})

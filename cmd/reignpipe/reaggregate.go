@@ -13,7 +13,7 @@ import (
 )
 
 // cmdReaggregate recomputes every document vector of a pipeline's corpus from its chunk cache
-// with the pipeline's aggregation, e.g. a new REIGN checkpoint (pipelines/reaggregate).
+// with the pipeline's aggregation, e.g. a new REIGN checkpoint (pipelines/engine/reaggregate).
 func cmdReaggregate(ctx context.Context, args []string) error {
 	fs := newFlagSet("reaggregate", args)
 	out := fs.String("out", "", "directory for the new Parquet vector parts")

@@ -15,7 +15,7 @@ import (
 )
 
 // cmdSearch turns one query document into the pipeline's vector and prints the nearest
-// documents of the pipeline's vector store (pipelines/search).
+// documents of the pipeline's vector store (pipelines/serving/search).
 func cmdSearch(ctx context.Context, args []string) error {
 	return searchTo(ctx, os.Stdout, os.Stdin, args)
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/reignpipe/reignpipe/pipelines/serving/serve"
 )
 
-// cmdServe runs the HTTP API (pipelines/serve) until interrupted, then drains it.
+// cmdServe runs the HTTP API (pipelines/serving/serve) until interrupted, then drains it.
 func cmdServe(ctx context.Context, args []string) error {
 	fs := newFlagSet("serve", args)
 	addr := fs.String("addr", "127.0.0.1:8321", "listen address (loopback by default: the API has no authentication)")

@@ -11,7 +11,7 @@ import (
 	"github.com/reignpipe/reignpipe/pipelines/quality/train"
 )
 
-// cmdTrain trains REIGN on a dataset's cached chunk embeddings (pipelines/train). Arguments
+// cmdTrain trains REIGN on a dataset's cached chunk embeddings (pipelines/quality/train). Arguments
 // after "--" go to the trainer as they are (python -m reigntrain --help).
 func cmdTrain(ctx context.Context, args []string) error {
 	args, extra := trainerArgs(args)

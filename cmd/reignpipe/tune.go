@@ -13,7 +13,7 @@ import (
 )
 
 // cmdTune adapts REIGN to the corpus in a pipeline's chunk cache and promotes it only when it
-// beats the mean-pool on held-out documents (pipelines/tune). Arguments after "--" go to the
+// beats the mean-pool on held-out documents (pipelines/quality/tune). Arguments after "--" go to the
 // trainer as they are.
 func cmdTune(ctx context.Context, args []string) error {
 	args, extra := trainerArgs(args)
