@@ -161,3 +161,40 @@ func kafkaLogger(l *slog.Logger, component string) kafka.Logger {
 		}
 	})
 }
+
+// fetchNext is a partition reader's next message past *next, which it advances: what the
+// consumer's and the tail's readers share. A fetch that fails is retried with backoff (and
+// logged, what names the reader), unless mend, when set, takes the failure first -- handled
+// true: mended, fetch again at once; a non-nil error: final. The error is ctx's when ctx ended,
+// else a failure retrying cannot mend (authentication, authorization, or mend's). A message
+// at an offset already handed over (the reader reconnected and read it again) is skipped.
+func fetchNext(ctx context.Context, r *kafka.Reader, next *int64, log *slog.Logger, what string, mend func(error) (bool, error)) (kafka.Message, error) {
+	for attempt := 0; ; {
+		m, err := r.FetchMessage(ctx)
+		if err == nil {
+			if m.Offset < *next {
+				continue
+			}
+			*next = m.Offset + 1
+			return m, nil
+		}
+		if ctx.Err() != nil {
+			return m, ctx.Err()
+		}
+		if fatalAuth(err) {
+			return m, err
+		}
+		if mend != nil {
+			if handled, ferr := mend(err); ferr != nil {
+				return m, ferr
+			} else if handled {
+				continue
+			}
+		}
+		attempt++
+		log.Warn(what+": fetch failed; retrying", "offset", *next, "attempt", attempt, "err", err)
+		if !WaitRetry(ctx, attempt) {
+			return m, ctx.Err()
+		}
+	}
+}

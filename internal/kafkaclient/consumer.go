@@ -304,29 +304,15 @@ func (c *Consumer) readPartition(ctx, lease context.Context, p *offsets.Partitio
 	}
 	asm := fragment.NewAssembler(c.opts.MaxMessageBytes, &c.asm)
 	next := start
-	for attempt := 0; ; {
-		m, err := r.FetchMessage(ctx)
+	for {
+		m, err := fetchNext(ctx, r, &next, log, "kafka consumer", nil)
 		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			if fatalAuth(err) {
+			if ctx.Err() == nil {
 				c.setFatal(fmt.Errorf("kafka consumer: reading %s/%d: %w", p.TP.Topic, p.TP.Partition, err))
 				<-ctx.Done()
-				return
 			}
-			attempt++
-			log.Warn("kafka consumer: fetch failed; retrying", "offset", next, "attempt", attempt, "err", err)
-			if !WaitRetry(ctx, attempt) {
-				return
-			}
-			continue
+			return
 		}
-		attempt = 0
-		if m.Offset < next {
-			continue // the reader reconnected and re-read what it had handed over
-		}
-		next = m.Offset + 1
 		p.Fetched.Store(next)
 		p.High.Store(m.HighWaterMark)
 		c.records.Add(1)

@@ -190,39 +190,26 @@ func (t *Tail) read(ctx context.Context, rc Resolved, dialer *kafka.Dialer, tp T
 		return
 	}
 	next := start
-	for attempt := 0; ; {
-		m, err := r.FetchMessage(ctx)
+	for {
+		m, err := fetchNext(ctx, r, &next, log, "kafka tail", func(err error) (bool, error) {
+			if !errors.Is(err, kafka.OffsetOutOfRange) {
+				return false, nil
+			}
+			// The checkpointed offset is past the log (the topic was recreated) or before what
+			// compaction and retention left: read what the partition holds.
+			log.Warn("kafka tail: start offset out of range; reading the partition from its first offset", "offset", next)
+			if err := r.SetOffset(kafka.FirstOffset); err != nil {
+				return true, fmt.Errorf("setting the first offset: %w", err)
+			}
+			next = -1
+			return true, nil
+		})
 		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			if fatalAuth(err) {
+			if ctx.Err() == nil {
 				t.fail(fmt.Errorf("kafka: reading %s: %w", tp, err))
-				return
 			}
-			if errors.Is(err, kafka.OffsetOutOfRange) {
-				// The checkpointed offset is past the log (the topic was recreated) or before
-				// what compaction and retention left: read what the partition holds.
-				log.Warn("kafka tail: start offset out of range; reading the partition from its first offset", "offset", next)
-				if err := r.SetOffset(kafka.FirstOffset); err != nil {
-					t.fail(fmt.Errorf("kafka: %s: %w", tp, err))
-					return
-				}
-				next = -1
-				continue
-			}
-			attempt++
-			log.Warn("kafka tail: fetch failed; retrying", "offset", next, "attempt", attempt, "err", err)
-			if !WaitRetry(ctx, attempt) {
-				return
-			}
-			continue
+			return
 		}
-		attempt = 0
-		if m.Offset < next {
-			continue // the reader reconnected and re-read what it had handed over
-		}
-		next = m.Offset + 1
 		select {
 		case t.out <- Record{TP: tp, Offset: m.Offset, Key: m.Key, Value: m.Value, Headers: m.Headers}:
 		case <-ctx.Done():
