@@ -20,6 +20,7 @@ import (
 	"github.com/reignpipe/reignpipe/pipelines/engine/launch"
 	"github.com/reignpipe/reignpipe/pipelines/engine/parts"
 	"github.com/reignpipe/reignpipe/pipelines/engine/replica"
+	"github.com/reignpipe/reignpipe/pipelines/engine/report"
 	"github.com/reignpipe/reignpipe/pipelines/engine/runstate"
 	"github.com/reignpipe/reignpipe/schemas"
 )
@@ -303,7 +304,7 @@ func (e *stageEnv) serveMetrics(stage string, c *engine.Counters, extra func() m
 	if e.cfg.Run.MetricsAddr == "" {
 		return func() {}, nil
 	}
-	stop, err := promtext.Serve(e.cfg.Run.MetricsAddr, engine.MetricsHandler(c, promtext.Labels{Pipeline: e.cfg.Name, Stage: stage}, extra))
+	stop, err := promtext.Serve(e.cfg.Run.MetricsAddr, report.MetricsHandler(c, promtext.Labels{Pipeline: e.cfg.Name, Stage: stage}, extra))
 	if err != nil {
 		return nil, fmt.Errorf("metrics on %s: %w", e.cfg.Run.MetricsAddr, err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/reignpipe/reignpipe/pipelines/engine"
 	"github.com/reignpipe/reignpipe/pipelines/engine/parts"
 	"github.com/reignpipe/reignpipe/pipelines/engine/reaggregate"
+	"github.com/reignpipe/reignpipe/pipelines/engine/report"
 	"github.com/reignpipe/reignpipe/pipelines/engine/runner"
 	"github.com/reignpipe/reignpipe/pipelines/engine/runstate"
 	"github.com/reignpipe/reignpipe/pipelines/registry"
@@ -205,7 +206,7 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (_ *engine.Summa
 	}
 	if cfg.Run.MetricsAddr != "" {
 		labels := promtext.Labels{Pipeline: cfg.Name, Stage: stage}
-		stopMetrics, err := promtext.Serve(cfg.Run.MetricsAddr, engine.MetricsHandler(&rn.C, labels, o.Metrics))
+		stopMetrics, err := promtext.Serve(cfg.Run.MetricsAddr, report.MetricsHandler(&rn.C, labels, o.Metrics))
 		if err != nil {
 			return nil, fmt.Errorf("metrics on %s: %w", cfg.Run.MetricsAddr, err)
 		}
@@ -218,7 +219,7 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (_ *engine.Summa
 	}
 	log.Info("run", "pipeline", cfg.Name, "source", cfg.Source.Path, "gn", cfg.GN.Name, "dim", model.Dim(),
 		"fingerprint", model.Fingerprint(), "k", params.K, "s", params.S, "provider", cfg.GN.Provider)
-	prog := engine.StartProgress(&rn.C, src.Stats, cfg.Run.Progress, os.Stderr)
+	prog := report.StartProgress(&rn.C, src.Stats, cfg.Run.Progress, os.Stderr)
 	handedOver = true
 	runErr := rn.Run(ctx)
 	batcher.Close()

@@ -19,6 +19,7 @@ import (
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/engine"
 	"github.com/reignpipe/reignpipe/pipelines/engine/parts"
+	"github.com/reignpipe/reignpipe/pipelines/engine/report"
 	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/aggregate"
 	"github.com/reignpipe/reignpipe/stages/gn"
@@ -188,7 +189,7 @@ func RunInto(ctx context.Context, cfg *pipelines.Config, open Sinks) (sum Summar
 	if err != nil {
 		return sum, err
 	}
-	prog := engine.StartProgress(&c, nil, cfg.Run.Progress, os.Stderr)
+	prog := report.StartProgress(&c, nil, cfg.Run.Progress, os.Stderr)
 	defer func() {
 		prog.Stop()
 		if cerr := led.Close(context.WithoutCancel(ctx), err != nil); cerr != nil && err == nil {

@@ -1,4 +1,7 @@
-package engine
+// Package report shows a run or stage to its user while it works: a progress bar on a
+// terminal or log lines, and the Prometheus /metrics of the engine's counters, labelled the
+// same in every mode.
+package report
 
 import (
 	"fmt"
@@ -13,11 +16,12 @@ import (
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/internal/memstat"
 	"github.com/reignpipe/reignpipe/internal/promtext"
+	"github.com/reignpipe/reignpipe/pipelines/engine"
 )
 
 // Progress reports a running pipeline: a redrawn bar on a terminal, plain log lines otherwise.
 type Progress struct {
-	c       *Counters
+	c       *engine.Counters
 	stats   func() connectors.SourceStats
 	mode    string // bar | log | off
 	out     io.Writer
@@ -74,7 +78,7 @@ func (w *rateWindow) eta(left float64) (time.Duration, bool) {
 
 // StartProgress begins reporting c, with the input's size and position from stats (nil: not
 // known); mode "auto" picks a bar when out is a terminal.
-func StartProgress(c *Counters, stats func() connectors.SourceStats, mode string, out *os.File) *Progress {
+func StartProgress(c *engine.Counters, stats func() connectors.SourceStats, mode string, out *os.File) *Progress {
 	if stats == nil {
 		stats = func() connectors.SourceStats { return connectors.SourceStats{} }
 	}
@@ -188,7 +192,7 @@ func (p *Progress) report(final bool) {
 
 // MetricsHandler serves c (and extra gauges, such as a Kafka source's lag) in the Prometheus
 // text format, every sample labelled with l: the same metrics for a run and every stage.
-func MetricsHandler(c *Counters, l promtext.Labels, extra func() map[string]float64) http.Handler {
+func MetricsHandler(c *engine.Counters, l promtext.Labels, extra func() map[string]float64) http.Handler {
 	return promtext.Handler(l, func() ([]promtext.Metric, map[string]float64) {
 		ms := []promtext.Metric{
 			{Name: "reignpipe_inputs_read_total", Kind: "counter", Help: "Inputs read from the source (documents and bad inputs).", Value: float64(c.InputsRead.Load())},

@@ -1,4 +1,4 @@
-package engine
+package report
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/pipelines/engine"
 )
 
 // The ETA is the amount left at the rate of the last minute: not the average since the start,
@@ -59,7 +60,7 @@ func TestETA(t *testing.T) {
 // The bar counts windows once they have their embedding, not when they are cut: while the GN
 // holds every window, it shows none done.
 func TestProgressCountsWindowsDone(t *testing.T) {
-	var c Counters
+	var c engine.Counters
 	var out bytes.Buffer
 	p := &Progress{c: &c, stats: func() connectors.SourceStats { return connectors.SourceStats{} }, mode: "bar", out: &out, started: time.Now(), rate: rateWindow{span: etaSpan}}
 	c.Windows.Add(12) // cut and looked up, every one at the GN
