@@ -28,9 +28,9 @@ type GN interface {
 //  1. looks the window's key up in the cache: a hit costs nothing more;
 //  2. on a miss, joins the identical window already in flight in this process, if any (its
 //     vector is shared when it lands), or leads a new flight and submits the window to the GN;
-//  3. asks the cache again when the window's GN batch forms (gn.Request.Lookup): another
-//     process's copy of the window may have reached the cache (a distributed worker's replica)
-//     while it queued, and then it is not embedded;
+//  3. in a cache other processes fill too (Shared: a distributed worker's replica), asks the
+//     cache again when the window's GN batch forms (gn.Request.Lookup): another worker's copy
+//     of the window may have arrived while it queued, and then it is not embedded;
 //  4. adds what the GN embedded to the cache as soon as the pass lands (unless NoStore), so
 //     the row is there for every later lookup, durable at the next commit, whatever becomes of
 //     the document that asked for it.
@@ -43,6 +43,7 @@ type Windows struct {
 	cache   Cache // nil: no cache, every window goes to the GN
 	gn      GN
 	dim     int
+	shared  bool
 	c       *Counters
 	log     *slog.Logger
 	noStore bool
@@ -56,7 +57,12 @@ type WindowsOptions struct {
 	Dim   int // the GN's dimension
 	// NoStore keeps what the GN embeds out of the cache (a service's queries: client data is
 	// not corpus data).
-	NoStore  bool
+	NoStore bool
+	// Shared says other processes fill the cache too (a distributed worker's replica of the
+	// cluster's store): only then is a window looked up again when its GN batch forms. In a
+	// cache this process alone writes, every window it embeds is on a flight or in the cache
+	// from its first miss on, so that second lookup could never find anything.
+	Shared   bool
 	Counters *Counters
 	Logger   *slog.Logger
 }
@@ -72,7 +78,7 @@ func NewWindows(o WindowsOptions) (*Windows, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Windows{cache: o.Cache, gn: o.GN, dim: o.Dim, c: o.Counters, log: o.Logger, noStore: o.NoStore, flights: flights{m: map[uint64]*flight{}}}, nil
+	return &Windows{cache: o.Cache, gn: o.GN, dim: o.Dim, c: o.Counters, log: o.Logger, noStore: o.NoStore, shared: o.Shared, flights: flights{m: map[uint64]*flight{}}}, nil
 }
 
 // Job is one document's windows on their way through the embed step.
@@ -219,15 +225,14 @@ func (w *Windows) miss(ctx context.Context, j *Job, i int, finish func()) error 
 		// Dropped only when nobody wants the window any more: the job that leads the flight
 		// and every job waiting on it have lost their lease.
 		Cancelled: func() error { return w.flights.unwanted(key, fl) },
-		Lookup: func(out []float32) bool {
-			if w.cache == nil {
-				return false
-			}
+		Done:      func(err error) { w.land(ctx, j, i, fl, late, err, finish) },
+	}
+	if w.shared && w.cache != nil {
+		req.Lookup = func(out []float32) bool {
 			hit, err := w.cache.Get(key, out)
 			late = hit && err == nil
 			return late
-		},
-		Done: func(err error) { w.land(ctx, j, i, fl, late, err, finish) },
+		}
 	}
 	if err := w.gn.Submit(ctx, req); err != nil {
 		err = fmt.Errorf("submitting window %d: %w", i, err)

@@ -119,7 +119,7 @@ func TestWindowsLateHitAtBatch(t *testing.T) {
 	m := &gatedModel{gate: make(chan struct{})}
 	cache := newMapCache()
 	var c Counters
-	w, _ := NewWindows(WindowsOptions{Cache: cache, GN: newBatcher(t, m), Dim: 2, Counters: &c})
+	w, _ := NewWindows(WindowsOptions{Cache: cache, GN: newBatcher(t, m), Dim: 2, Counters: &c, Shared: true})
 	first := embedAll(t, w, context.Background(), job("a", 1))
 	waitFor(t, func() bool { return c.Windows.Load() == 1 })
 	// The pass of window 1 is running (held by the gate); window 2 queues behind it.

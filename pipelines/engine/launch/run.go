@@ -180,7 +180,7 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (_ *engine.Summa
 
 	rn, err := runner.New(runner.Parts{
 		Source: src, Tokenizer: tok, Chunking: params, Anchored: cfg.Chunking.Mode == "anchored", Fingerprint: model.Fingerprint(), Dim: model.Dim(),
-		Embedder: batcher, Cache: cache, Aggregation: engine.Aggregation{Aggregator: pp.Aggregator, Companion: pp.Companion},
+		Embedder: batcher, Cache: cache, SharedCache: o.Store != nil, Aggregation: engine.Aggregation{Aggregator: pp.Aggregator, Companion: pp.Companion},
 		Sinks: outs, SinkNames: outDirs, ChunkSinks: chunkSinks, DeadLetter: dl,
 	}, runner.Options{
 		CommitEvery: cfg.Run.CommitEvery, CommitInterval: cfg.Run.CommitInterval.Duration,

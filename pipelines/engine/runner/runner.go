@@ -52,6 +52,9 @@ type Parts struct {
 	Dim         int    // GN dimension
 	Embedder    engine.GN
 	Cache       engine.Cache
+	// SharedCache: other processes fill Cache too (a distributed worker's replica of the
+	// cluster's store), so a window is looked up again when its GN batch forms.
+	SharedCache bool
 	// Aggregation makes the vectors of Sinks (named by SinkNames in messages and the summary).
 	Aggregation engine.Aggregation
 	Sinks       []connectors.Sink
@@ -185,7 +188,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err // New checked the parts this refuses: not reached with a runner from New
 	}
-	win, err := engine.NewWindows(engine.WindowsOptions{Cache: p.Cache, GN: p.Embedder, Dim: p.Dim, Counters: &r.C, Logger: r.opt.Logger})
+	win, err := engine.NewWindows(engine.WindowsOptions{Cache: p.Cache, Shared: p.SharedCache, GN: p.Embedder, Dim: p.Dim, Counters: &r.C, Logger: r.opt.Logger})
 	if err != nil {
 		return errors.Join(err, led.Close(context.Background(), true))
 	}
