@@ -93,8 +93,8 @@ type Job struct {
 	// Emb holds the windows' embeddings once the job is done without an error.
 	Emb [][]float32
 	// What this job's windows cost: found in the cache (at lookup or when their batch formed),
-	// embedded by the GN, shared with an identical window in flight.
-	Hits, GNWindows, Shared atomic.Int64
+	// embedded by the GN; the rest shared an identical window in flight.
+	Hits, GNWindows atomic.Int64
 
 	pending atomic.Int32
 	mu      sync.Mutex
@@ -207,7 +207,6 @@ func (w *Windows) miss(ctx context.Context, j *Job, i int, finish func()) error 
 	key := j.Keys[i]
 	fl, lead := w.flights.join(key, j, i, func(err error) {
 		if err == nil {
-			j.Shared.Add(1)
 			w.c.GNShared.Add(1)
 			w.c.WindowsDone.Add(1)
 		} else if j.leaseEnded() {
