@@ -25,7 +25,8 @@ type AckFunc func(ctx context.Context, err error) error
 // Source yields documents.
 type Source interface {
 	// Read blocks until the next document is available, ctx is done (returns ctx.Err()) or the
-	// source is exhausted (returns io.EOF). A *BadInputError is returned, together with a
+	// source is exhausted (returns io.EOF). A document with Deleted set is a deletion record
+	// (the source of record no longer has that id); it is acked like any other. A *BadInputError is returned, together with a
 	// non-nil AckFunc, for an input that was read but cannot become a Document: the runner
 	// dead-letters it, acks it, and keeps reading. Any other error ends the run.
 	// Read is called from one goroutine at a time.
@@ -109,6 +110,14 @@ type Sink interface {
 	// it; the runner dead-letters the document under stage "sink", acks its input once the
 	// dead letter is durable, and carries on (WriteVector). Any other error ends the run.
 	Write(ctx context.Context, v schemas.DocVector) error
+	// Delete hands one deletion to the sink; like Write it may buffer until Flush. The sink
+	// applies the version rule of schemas.Deletion in every space it holds: what it stores of
+	// d.DocID at a version <= d.Version goes (a database row is deleted; an append-only output
+	// appends a tombstone: a vector file's row with deleted set, a null-value Kafka record keyed
+	// by the id), and a later Write at a version <= d.Version does not bring it back for as long
+	// as the deletion is remembered. Deleting an id the sink never held is not an error (it may
+	// still record the deletion). Called from the goroutine that calls Write.
+	Delete(ctx context.Context, d schemas.Deletion) error
 	// Flush blocks until every vector written so far is durable and visible (fsynced and
 	// renamed into place, or acknowledged by a broker). Only then are the inputs acked.
 	Flush(ctx context.Context) error
@@ -156,7 +165,8 @@ type DeadLetterSink interface {
 // DocumentSink makes raw documents durable: the ingest stage's raw topic, from which the embed
 // workers read (connectors/kafka.RawSink).
 type DocumentSink interface {
-	// WriteDocument hands over one document, keyed by its id; it may buffer. Called from one
+	// WriteDocument hands over one document, keyed by its id; it may buffer. A deletion
+	// record (d.Deleted) is written as the transport's tombstone (a null value keyed by the id). Called from one
 	// goroutine at a time.
 	WriteDocument(ctx context.Context, d schemas.Document) error
 	// Flush blocks until every document written so far is durable; only then are the inputs
@@ -169,7 +179,8 @@ type DocumentSink interface {
 // ChunkSink makes documents' chunk embeddings durable (the embed stage's chunk topic, read by
 // a separate aggregate stage), as Sink does for vectors.
 type ChunkSink interface {
-	// WriteChunks hands over one document's chunk record; it may buffer. The ChunkDoc's
+	// WriteChunks hands over one document's chunk record; it may buffer. A deletion's record
+	// (c.Deleted) is written as the transport's tombstone, keyed by the id. The ChunkDoc's
 	// slices are not retained past the call's return unless copied. Called from one goroutine
 	// at a time.
 	WriteChunks(ctx context.Context, c schemas.ChunkDoc) error

@@ -27,6 +27,32 @@ type Document struct {
 	// Position says where the source read it (e.g. "topic/partition@offset"), for dead letters
 	// of later stages; "" when the source has no better name than the read order.
 	Position string
+	// Deleted marks a deletion record: the source says document ID is gone as of Version
+	// (a JSONL deletion line, a null value on the raw topic, a database change stream's
+	// delete, a page a newer Wikipedia dump no longer has). Title, Text and Meta are empty. It
+	// travels and is acked like any document; the outputs apply it as a Deletion.
+	Deleted bool
+}
+
+// Deletion is a document's removal as the outputs apply it. The version rule extends the
+// upserts': a deletion at Version v removes the document stored at a version <= v (by
+// CompareVersions); an upsert at a version > v brings it back; an upsert at a version <= v
+// that arrives after the deletion (re-delivery, a late partition) does not, for as long as
+// the deletion is remembered (run.delete_retention). An empty Version is a deletion of
+// whatever version is stored: it is not remembered against later upserts.
+type Deletion struct {
+	DocID, Source, Version string
+}
+
+// DeletionOf is the deletion a deletion record says.
+func DeletionOf(d Document) Deletion {
+	return Deletion{DocID: d.ID, Source: d.Source, Version: d.Version}
+}
+
+// Supersedes says whether a deletion at version del removes (or, remembered, keeps out) a
+// document at version v.
+func Supersedes(del, v string) bool {
+	return del == "" || CompareVersions(v, del) <= 0
 }
 
 // ContentHash is xxhash64 of the exact text that is tokenized. Together with ID and Version it

@@ -112,6 +112,9 @@ type ChunkDoc struct {
 	Dim                           int
 	Keys                          []uint64  // window keys, in window order
 	Embeddings                    []float32 // len(Keys)*Dim, row-major, L2-normalised rows
+	// Deleted marks the chunk record of a deletion (schemas.Document.Deleted): DocID, Source,
+	// Version and the space are set, no keys, no embeddings.
+	Deleted bool
 }
 
 // Chunk returns the i-th chunk embedding (a view, not a copy).

@@ -133,7 +133,7 @@ func TestSections(t *testing.T) {
 	for _, tc := range tests {
 		res, _ := readAll(t, Options{Path: path, Sections: tc.sections})
 		if len(res.docs) != 1 || res.docs[0].Text != tc.want {
-			t.Errorf("sections %v: %q, want %q", tc.sections, res.docs, tc.want)
+			t.Errorf("sections %v: %+v, want text %q", tc.sections, res.docs, tc.want)
 		}
 	}
 	for _, bad := range [][]string{{}, {"claims", "claims"}, {"drawings"}} {

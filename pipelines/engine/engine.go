@@ -33,6 +33,12 @@ type Cache interface {
 	Add(r shardcache.Row) (added bool, err error)
 	// PutManifest records a document's manifest, durable at the next Flush.
 	PutManifest(m shardcache.Manifest) error
+	// DeleteManifest applies a deletion to the document's manifest, durable at the next Flush:
+	// a manifest at a version the deletion supersedes goes, so that nothing that reads
+	// manifests (reaggregate, tune, materialize, a worker's replica) brings the document back;
+	// its windows stay (content-addressed, they may be shared). The deletion is remembered
+	// for run.delete_retention.
+	DeleteManifest(d schemas.Deletion) error
 	// Flush makes every row added and manifest put before it durable: rows first.
 	Flush() error
 }

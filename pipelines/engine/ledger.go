@@ -82,6 +82,7 @@ type Ledger struct {
 type pendingInput struct {
 	in      Input
 	refused error // a sink's refusal (dead-lettered): the ack carries it
+	deleted bool  // a deletion (DeliverDelete), counted as such once durable
 }
 
 // New makes the ledger of one run or stage; c receives its counts.
@@ -157,6 +158,40 @@ func (l *Ledger) Deliver(ctx context.Context, in Input, d Doc, keys []uint64, ch
 	}
 	l.seen(d.ID)
 	l.pending = append(l.pending, pendingInput{in: in, refused: refused})
+	return nil
+}
+
+// DeliverDelete applies one deletion to every output the ledger has: the cache's manifest
+// (Cache.DeleteManifest), the chunk sinks (the deletion's chunk record), the document sink
+// (the deletion record) and every vector sink (Sink.Delete). The input is acked at the commit
+// that makes them durable, and counts as deleted. A returned error is fatal.
+func (l *Ledger) DeliverDelete(ctx context.Context, in Input, d schemas.Deletion) error {
+	if l.out.Cache != nil {
+		if err := l.out.Cache.DeleteManifest(d); err != nil {
+			return fmt.Errorf("doc manifest (deleting %s): %w", d.DocID, err)
+		}
+	}
+	if len(l.out.Chunks) > 0 {
+		sp := l.out.Space
+		cd := schemas.ChunkDoc{DocID: d.DocID, Source: d.Source, Version: d.Version, Fingerprint: sp.Fingerprint, K: sp.K, S: sp.S, Dim: sp.Dim, Deleted: true}
+		for _, s := range l.out.Chunks {
+			if err := s.WriteChunks(ctx, cd); err != nil {
+				return fmt.Errorf("chunk record (deleting %s): %w", d.DocID, err)
+			}
+		}
+	}
+	if s := l.out.Docs; s != nil {
+		doc := schemas.Document{ID: d.DocID, Source: d.Source, Version: d.Version, Position: in.Position, Deleted: true}
+		if err := s.WriteDocument(ctx, doc); err != nil {
+			return fmt.Errorf("publishing the deletion of %s: %w", d.DocID, err)
+		}
+	}
+	for i, s := range l.out.Vectors {
+		if err := s.Delete(ctx, d); err != nil {
+			return fmt.Errorf("%s: deleting %s: %w", l.name(i), d.DocID, err)
+		}
+	}
+	l.pending = append(l.pending, pendingInput{in: in, deleted: true})
 	return nil
 }
 
@@ -272,7 +307,10 @@ func (l *Ledger) Commit(ctx context.Context) error {
 		// Durable now: only committed documents count as written, so a run that fails later
 		// still reports what it really delivered.
 		for _, p := range l.pending {
-			if p.refused == nil {
+			switch {
+			case p.deleted:
+				l.c.DocsDeleted.Add(1)
+			case p.refused == nil:
 				l.c.DocsWritten.Add(1)
 			}
 			l.ack(ctx, p.in, p.refused)

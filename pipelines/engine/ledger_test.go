@@ -48,11 +48,19 @@ func (c *evCache) PutManifest(m shardcache.Manifest) error {
 	c.manifest = append(c.manifest, m.DocID)
 	return nil
 }
+func (c *evCache) DeleteManifest(d schemas.Deletion) error {
+	c.ev.add("manifest delete " + d.DocID + "@" + d.Version)
+	return nil
+}
 func (c *evCache) Flush() error { c.ev.add("cache flush"); return nil }
 
 type evChunks struct{ ev *events }
 
 func (s evChunks) WriteChunks(_ context.Context, c schemas.ChunkDoc) error {
+	if c.Deleted {
+		s.ev.add("chunk deletion " + c.DocID)
+		return nil
+	}
 	s.ev.add("chunk " + c.DocID)
 	return nil
 }
@@ -72,6 +80,10 @@ func (s *evSink) Write(_ context.Context, v schemas.DocVector) error {
 		return &connectors.BadInputError{DocID: v.DocID, Reason: errors.New("too large")}
 	}
 	s.ev.add(s.name + " " + v.DocID)
+	return nil
+}
+func (s *evSink) Delete(_ context.Context, d schemas.Deletion) error {
+	s.ev.add(s.name + " delete " + d.DocID)
 	return nil
 }
 func (s *evSink) Flush(context.Context) error { s.ev.add(s.name + " flush"); return nil }
@@ -152,6 +164,35 @@ func TestCommitOrder(t *testing.T) {
 	}
 	if c.DocsWritten.Load() != 1 || c.DocsFailed.Load() != 1 || c.Commits.Load() != 1 || c.ManifestsPut.Load() != 2 {
 		t.Fatalf("written %d failed %d commits %d manifests %d", c.DocsWritten.Load(), c.DocsFailed.Load(), c.Commits.Load(), c.ManifestsPut.Load())
+	}
+}
+
+// A deletion goes through the same commit as a document: applied to the manifest, the chunk
+// records and every vector sink, acked only after the flush, counted as deleted.
+func TestDeliverDelete(t *testing.T) {
+	ev := &events{}
+	l, c := testLedger(t, ev, Options{CommitEvery: 100}, &evSink{ev: ev, name: "parquet"}, &evSink{ev: ev, name: "pgvector"})
+	ctx := context.Background()
+	if err := l.Deliver(ctx, Input{Seq: 0, Ack: ackOf(ev, "a"), DocID: "a"}, Doc{ID: "a", Version: "1"}, []uint64{1, 2}, twoChunks); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.DeliverDelete(ctx, Input{Seq: 1, Ack: ackOf(ev, "b"), DocID: "b"}, schemas.Deletion{DocID: "b", Version: "7"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"chunk a", "parquet a", "pgvector a",
+		"manifest delete b@7", "chunk deletion b", "parquet delete b", "pgvector delete b",
+		"cache flush", "chunks flush", "parquet flush", "pgvector flush",
+		"ack a", "ack b", "source commit", "watermark 2",
+	}
+	if strings.Join(ev.log, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(ev.log, "\n"), strings.Join(want, "\n"))
+	}
+	if c.DocsWritten.Load() != 1 || c.DocsDeleted.Load() != 1 {
+		t.Fatalf("written %d deleted %d", c.DocsWritten.Load(), c.DocsDeleted.Load())
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/gn"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
@@ -56,6 +57,7 @@ func (c *mapCache) Add(r shardcache.Row) (bool, error) {
 	return true, nil
 }
 func (c *mapCache) PutManifest(shardcache.Manifest) error { return nil }
+func (c *mapCache) DeleteManifest(schemas.Deletion) error { return nil }
 func (c *mapCache) Flush() error                          { return nil }
 
 func newBatcher(t *testing.T, m gn.Embedder) *gn.Batcher {

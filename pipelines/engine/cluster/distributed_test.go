@@ -156,7 +156,15 @@ func (f *fakeChunks) FlushAcks(ctx context.Context) error {
 }
 func (f *fakeChunks) Close(ctx context.Context) error { return nil }
 
-type fakeSink struct{ got []schemas.DocVector }
+type fakeSink struct {
+	got     []schemas.DocVector
+	deleted []schemas.Deletion
+}
+
+func (s *fakeSink) Delete(ctx context.Context, d schemas.Deletion) error {
+	s.deleted = append(s.deleted, d)
+	return nil
+}
 
 func (s *fakeSink) Write(ctx context.Context, v schemas.DocVector) error {
 	s.got = append(s.got, v)

@@ -74,6 +74,7 @@ type countingSink struct {
 	batches []int
 }
 
+func (s *countingSink) Delete(context.Context, schemas.Deletion) error { s.n++; return nil }
 func (s *countingSink) Write(context.Context, schemas.DocVector) error { s.n++; return nil }
 func (s *countingSink) Flush(context.Context) error {
 	if s.n > 0 {

@@ -27,6 +27,11 @@ type queueSink struct {
 	check   func(queued []string)
 }
 
+func (s *queueSink) Delete(_ context.Context, d schemas.Deletion) error {
+	s.queued = append(s.queued, d.DocID)
+	return nil
+}
+
 func (s *queueSink) Write(_ context.Context, v schemas.DocVector) error {
 	s.queued = append(s.queued, v.DocID)
 	if len(s.queued) >= producerOwnFlush {

@@ -138,6 +138,15 @@ type memSink struct {
 	durable []schemas.DocVector
 	failOn  string
 	flushes int
+	deleted []schemas.Deletion
+}
+
+// Delete keeps the deletions in the order they came; none is applied to buf.
+func (m *memSink) Delete(ctx context.Context, d schemas.Deletion) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.deleted = append(m.deleted, d)
+	return nil
 }
 
 func (m *memSink) Write(ctx context.Context, v schemas.DocVector) error {

@@ -1,0 +1,18 @@
+package vectorfile
+
+import (
+	"context"
+	"errors"
+
+	"github.com/reignpipe/reignpipe/schemas"
+)
+
+// Delete is not applied yet (interim, replaced by the deletes work).
+func (s *JSONLSink) Delete(ctx context.Context, d schemas.Deletion) error {
+	return errors.New("this sink does not apply deletions yet")
+}
+
+// Delete is not applied yet (interim, replaced by the deletes work).
+func (s *ParquetSink) Delete(ctx context.Context, d schemas.Deletion) error {
+	return errors.New("this sink does not apply deletions yet")
+}
