@@ -142,6 +142,10 @@ type RunConfig struct {
 	// DuplicateIDs bounds the doc ids a run remembers to find the same id delivered twice in
 	// one input (eight bytes an id, at most twice over); 0 = none.
 	DuplicateIDs int `yaml:"duplicate_ids"`
+	// DeleteRetention is how long a deletion is remembered against older versions of its
+	// document arriving later (schemas.Deletion's rule): by the chunk cache's manifests, the
+	// pgvector sink's deletions table and, as delete.retention.ms, the compacted topics.
+	DeleteRetention Duration `yaml:"delete_retention"`
 }
 
 // Load reads, expands and validates a pipeline file. ${VAR} and ${VAR:-default} are expanded
@@ -272,7 +276,7 @@ func Defaults() *Config {
 		Run: RunConfig{
 			StateDir: "out/state", CommitEvery: commitpolicy.Every, CommitInterval: Duration{Duration: commitpolicy.Interval},
 			Queue: 64, Progress: "auto", DrainTimeout: Duration{Duration: 30 * time.Second}, InflightBytes: 64 << 20,
-			DuplicateIDs: 1 << 21,
+			DuplicateIDs: 1 << 21, DeleteRetention: Duration{Duration: 7 * 24 * time.Hour},
 		},
 		Transport: TransportConfig{Type: "embedded", Kafka: KafkaConfig{
 			Partitions: 6, ReplicationFactor: 1, MaxRecordBytes: 900_000, Compression: "zstd", StartOffset: "earliest", RawFormat: "json",
@@ -409,6 +413,8 @@ func (c *Config) Validate() error {
 		return c.bad("source.max_doc_bytes", "must be >= 0 (0: no bound)")
 	case c.Run.DuplicateIDs < 0:
 		return c.bad("run.duplicate_ids", "must be >= 0 (0: duplicates are not counted)")
+	case c.Run.DeleteRetention.Duration < time.Minute:
+		return c.bad("run.delete_retention", "must be at least 1m: a deletion must outlive the re-delivery of what it removed")
 	case c.Run.InflightBytes < 0:
 		return c.bad("run.inflight_bytes", "must be >= 0 (0: no bound)")
 	case c.Run.Progress != "auto" && c.Run.Progress != "bar" && c.Run.Progress != "log" && c.Run.Progress != "off":
