@@ -58,7 +58,7 @@ func sameVector(t *testing.T, got, want schemas.DocVector) {
 func readAll(t *testing.T, dir string, mem memory.Allocator) []schemas.DocVector {
 	t.Helper()
 	var got []schemas.DocVector
-	if err := readVectors(dir, mem, func(v schemas.DocVector) error { got = append(got, v); return nil }); err != nil {
+	if err := readVectors(context.Background(), folderOf(nil, dir), mem, func(v schemas.DocVector) error { got = append(got, v); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return got
@@ -363,7 +363,7 @@ func FuzzReadJSONLPart(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_ = readJSONLPart(path, func(v schemas.DocVector) error {
+		_ = readJSONLPart(context.Background(), folderOf(nil, filepath.Dir(path)), path, func(v schemas.DocVector) error {
 			if v.DocID == "" {
 				t.Fatal("vector without doc id accepted")
 			}
@@ -405,7 +405,7 @@ func FuzzReadParquetPart(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_ = readParquetPart(path, memory.DefaultAllocator, func(v schemas.DocVector) error {
+		_ = readParquetPart(context.Background(), folderOf(nil, filepath.Dir(path)), path, memory.DefaultAllocator, func(v schemas.DocVector) error {
 			if len(v.Vector) == 0 {
 				t.Fatal("empty vector decoded")
 			}

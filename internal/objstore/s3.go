@@ -220,7 +220,18 @@ type s3File struct {
 	mu   sync.Mutex // Read's state; ReadAt is independent and concurrent
 	pos  int64
 	body io.ReadCloser
+
+	// ReadAt's block: readers that walk a range in small ReadAts (a section reader under a
+	// decompressor, a scan for the next bz2 stream header) cost one GET per block, not one
+	// per call. One block an open object bounds its memory.
+	bmu      sync.Mutex
+	block    []byte
+	blockOff int64
 }
+
+// blockBytes is the ReadAt block: small enough to hold one per open object and worker,
+// large enough that a GET's latency is a small part of reading it.
+const blockBytes = 4 << 20
 
 func (f *s3File) Name() string { return f.obj.Path }
 func (f *s3File) Size() int64  { return f.obj.Size }
@@ -302,6 +313,41 @@ func (f *s3File) ReadAt(p []byte, off int64) (int, error) {
 	if off >= f.obj.Size {
 		return 0, io.EOF
 	}
+	if len(p) < blockBytes/4 {
+		return f.readAtBlock(p, off)
+	}
+	return f.readAtDirect(p, off)
+}
+
+// readAtBlock answers a small ReadAt from the block holding off, fetching it when needed.
+func (f *s3File) readAtBlock(p []byte, off int64) (int, error) {
+	f.bmu.Lock()
+	defer f.bmu.Unlock()
+	done := 0
+	for done < len(p) {
+		at := off + int64(done)
+		if at >= f.obj.Size {
+			return done, io.EOF
+		}
+		if f.block == nil || at < f.blockOff || at >= f.blockOff+int64(len(f.block)) {
+			start := at - at%blockBytes
+			n := min(int64(blockBytes), f.obj.Size-start)
+			if cap(f.block) < int(n) {
+				f.block = make([]byte, n)
+			}
+			f.block = f.block[:n]
+			if _, err := f.readAtDirect(f.block, start); err != nil && err != io.EOF {
+				f.block = nil
+				return done, err
+			}
+			f.blockOff = start
+		}
+		done += copy(p[done:], f.block[at-f.blockOff:])
+	}
+	return done, nil
+}
+
+func (f *s3File) readAtDirect(p []byte, off int64) (int, error) {
 	want := p
 	if rem := f.obj.Size - off; int64(len(want)) > rem {
 		want = want[:rem]
