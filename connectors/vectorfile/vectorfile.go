@@ -24,7 +24,6 @@ import (
 	"hash"
 	"io"
 	"os"
-	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -162,7 +161,8 @@ func createPart(dir folder, seq uint64, ext string) (*partFile, error) {
 // directory readers do not take it for data.
 func sumPath(part string) string {
 	if objstore.IsS3(part) {
-		return path.Join(path.Dir(part), "."+path.Base(part)+sumSuffix)
+		i := strings.LastIndex(part, "/")
+		return part[:i+1] + "." + part[i+1:] + sumSuffix
 	}
 	return filepath.Join(filepath.Dir(part), "."+filepath.Base(part)+sumSuffix)
 }
