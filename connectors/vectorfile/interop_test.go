@@ -39,7 +39,7 @@ func TestParquetInterop(t *testing.T) {
 			if side.NumRows != len(want) {
 				t.Fatalf("rows = %d, want %d", side.NumRows, len(want))
 			}
-			for k, v := range map[string]string{schemas.MetaSchemaVersion: "1", schemas.MetaDim: "6", schemas.MetaGNFingerprint: "fp@1", schemas.MetaK: "510", schemas.MetaS: "256"} {
+			for k, v := range map[string]string{schemas.MetaSchemaVersion: "2", schemas.MetaDim: "6", schemas.MetaGNFingerprint: "fp@1", schemas.MetaK: "510", schemas.MetaS: "256"} {
 				if side.Metadata[k] != v {
 					t.Errorf("metadata %s = %q, want %q", k, side.Metadata[k], v)
 				}
