@@ -124,13 +124,8 @@ func TestDeletionEverySpaceRedeliveryAndRetention(t *testing.T) {
 	docs := make([]schemas.DocVector, 4)
 	for i := range docs {
 		docs[i] = reignDoc(r, i, "100")
-		if err := writer.Write(ctxT(t), docs[i]); err != nil {
-			t.Fatal(err)
-		}
 	}
-	if err := writer.Close(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
+	writeFlush(t, writer, docs)
 	// A sink that never wrote a vector: it knows the spaces from the registry only.
 	del := openSink(t, Options{Config: Config{DSN: dsn, Table: "rd", Index: IndexNone}})
 	for _, id := range []string{docs[1].DocID, docs[2].DocID} {
@@ -180,14 +175,7 @@ func TestDeletionEverySpaceRedeliveryAndRetention(t *testing.T) {
 
 	// The run restarts and its source re-delivers the old vectors: they stay out.
 	again := openSink(t, Options{Config: Config{DSN: dsn, Table: "rd", Index: IndexNone}})
-	for _, v := range docs[1:3] {
-		if err := again.Write(ctxT(t), v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := again.Flush(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
+	writeFlush(t, again, docs[1:3])
 	if got := again.Counts(); got[DeletedSkipped] != 4 || got[Inserted] != 0 {
 		t.Fatalf("re-delivery counts %v, want 4 deleted_skipped", got)
 	}
@@ -204,15 +192,21 @@ func TestDeletionEverySpaceRedeliveryAndRetention(t *testing.T) {
 	if n := count(t, conn, "rd_deletions"); n != 1 {
 		t.Fatalf("%d deletions remembered after the purge, want 1", n)
 	}
-	for _, v := range docs[1:3] {
-		if err := late.Write(ctxT(t), v); err != nil {
+	writeFlush(t, late, docs[1:3])
+	if got := late.Counts(); got[Inserted] != 2 || got[DeletedSkipped] != 2 {
+		t.Fatalf("after the purge counts %v, want 2 inserted (the forgotten deletion) and 2 deleted_skipped", got)
+	}
+}
+
+// writeFlush writes vs to s and commits them.
+func writeFlush(t *testing.T, s *Sink, vs []schemas.DocVector) {
+	t.Helper()
+	for _, v := range vs {
+		if err := s.Write(ctxT(t), v); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := late.Flush(ctxT(t)); err != nil {
+	if err := s.Flush(ctxT(t)); err != nil {
 		t.Fatal(err)
-	}
-	if got := late.Counts(); got[Inserted] != 2 || got[DeletedSkipped] != 2 {
-		t.Fatalf("after the purge counts %v, want 2 inserted (the forgotten deletion) and 2 deleted_skipped", got)
 	}
 }

@@ -81,4 +81,14 @@ func TestParquetInterop(t *testing.T) {
 	if got := res["duckdb"].Types["content_hash"]; got != "UBIGINT" {
 		t.Errorf("duckdb content_hash type = %q", got)
 	}
+	if p, d := res["pyarrow"].Schema["deleted"], res["duckdb"].Types["deleted"]; p != "bool" || d != "BOOLEAN" {
+		t.Errorf("deleted column: pyarrow %q, duckdb %q; want bool, BOOLEAN", p, d)
+	}
+	for _, reader := range []string{"pyarrow", "duckdb"} {
+		for i, gone := range parquetoracle.Column[bool](t, res[reader], "deleted") {
+			if gone {
+				t.Errorf("%s: row %d of vectors only reads as deleted", reader, i)
+			}
+		}
+	}
 }
