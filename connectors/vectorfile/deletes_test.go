@@ -21,6 +21,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/internal/parquetoracle"
 	"github.com/reignpipe/reignpipe/internal/testenv"
 	"github.com/reignpipe/reignpipe/schemas"
 )
@@ -268,6 +269,54 @@ print(json.dumps({
 	for _, reader := range []string{"pyarrow", "duckdb"} {
 		if !maps.Equal(got[reader], deletionHistory.want) {
 			t.Errorf("%s sees %v, want %v", reader, got[reader], deletionHistory.want)
+		}
+	}
+}
+
+// A tombstone in a part with the GN companion columns fills both vectors with zeros, so
+// pyarrow and DuckDB read it without a null anywhere, and the readers drop the document.
+func TestGNTombstoneReads(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := NewParquet(ParquetOptions{Dir: dir, Dim: testDim, GNDim: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"kept", "gone"} {
+		v := testVector(id, "1")
+		v.GNSpace, v.GNVector = "gn-meanpool:fp@1", []float32{0.6, 0.8, 0}
+		if err := s.Write(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Delete(ctx, schemas.Deletion{DocID: "gone", Source: "test", Version: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Latest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got["kept"]; len(got) != 1 || !ok {
+		t.Fatalf("Latest = %v, want kept only", slices.Sorted(maps.Keys(got)))
+	}
+	res := parquetoracle.Read(t, filepath.Join(dir, "part-00000001.parquet"))
+	for _, reader := range []string{"pyarrow", "duckdb"} {
+		side := res[reader]
+		for name, n := range side.NullCounts {
+			if n != 0 {
+				t.Errorf("%s: column %s has %d nulls", reader, name, n)
+			}
+		}
+		deleted := parquetoracle.Column[bool](t, side, "deleted")
+		ids, gnVecs := parquetoracle.Column[string](t, side, "doc_id"), parquetoracle.Column[[]uint32](t, side, "gn_vector")
+		if len(deleted) != 3 || deleted[0] || deleted[1] || !deleted[2] || ids[2] != "gone" {
+			t.Fatalf("%s: doc_id %v deleted %v, want the third row gone's tombstone", reader, ids, deleted)
+		}
+		if !slices.Equal(gnVecs[2], []uint32{0, 0, 0}) {
+			t.Errorf("%s: the tombstone's gn_vector bits %v, want zeros", reader, gnVecs[2])
 		}
 	}
 }

@@ -365,6 +365,7 @@ func FuzzReadJSONLPart(f *testing.F) {
 	f.Add([]byte(`{"doc_id":"a","content_hash":"ffffffffffffffff","vector":[1,-0,3e38]}` + "\n"))
 	f.Add([]byte(`{"doc_id":"a","content_hash":"xyz"}`))
 	f.Add([]byte(`{"doc_id":"a","content_hash":"0000000000000001","vector":[1e99]}`))
+	f.Add([]byte(`{"doc_id":"a","source":"s","version":"3","content_hash":"0000000000000000","space":"","vector":[],"deleted":true}` + "\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		path := filepath.Join(t.TempDir(), "part-00000001.jsonl")
 		if err := os.WriteFile(path, data, 0o644); err != nil {
@@ -389,6 +390,9 @@ func FuzzReadParquetPart(f *testing.F) {
 		if err := s.Write(context.Background(), v); err != nil {
 			f.Fatal(err)
 		}
+	}
+	if err := s.Delete(context.Background(), schemas.Deletion{DocID: "enwiki:1", Version: "1"}); err != nil {
+		f.Fatal(err)
 	}
 	if err := s.Close(context.Background()); err != nil {
 		f.Fatal(err)
