@@ -98,6 +98,7 @@ func (s *Sink) sendDeletes(ctx context.Context, dels []row) error {
 		if err := lockDocs(ctx, s.tx, t, ids); err != nil {
 			return err
 		}
+		s.deletedIn[t] = true
 	}
 	cmp := ident(versionCmp(s.o.Table))
 	for _, t := range tables {

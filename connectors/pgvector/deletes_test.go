@@ -210,3 +210,31 @@ func writeFlush(t *testing.T, s *Sink, vs []schemas.DocVector) {
 		t.Fatal(err)
 	}
 }
+
+// A sink with index: hnsw that deletes from a table another sink made without the index, and
+// then writes to that space in the same commit, does not wait on its own transaction to build
+// the index (CREATE INDEX would wait for the deletion's lock until lock_timeout): it leaves the
+// index for a later run and commits.
+func TestDeleteThenWriteIntoAnUnindexedTable(t *testing.T) {
+	dsn := pgtest.Database(t)
+	r := rand.New(rand.NewPCG(11, 12))
+	doc := reignDoc(r, 1, "1")
+	doc.GNSpace, doc.GNVector = "", nil
+	writeFlush(t, openSink(t, Options{Config: Config{DSN: dsn, Table: "ui", Index: IndexNone}}), []schemas.DocVector{doc})
+	s := openSink(t, Options{Config: Config{DSN: dsn, Table: "ui", Index: IndexHNSW}})
+	start := time.Now()
+	if err := s.Delete(ctxT(t), schemas.Deletion{DocID: doc.DocID, Version: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	doc.Version = "2"
+	writeFlush(t, s, []schemas.DocVector{doc})
+	if d := time.Since(start); d > 8*time.Second {
+		t.Fatalf("the commit took %v: it waited on its own lock", d)
+	}
+	if got := s.Counts(); got[Deleted] != 1 || got[Inserted] != 1 {
+		t.Fatalf("counts %v, want 1 deleted and 1 inserted", got)
+	}
+	if row := readTable(t, connect(t, dsn), TableName("ui", reignSpace))[doc.DocID]; row.version != "2" {
+		t.Fatalf("table holds version %q, want 2", row.version)
+	}
+}

@@ -225,6 +225,8 @@ type Sink struct {
 	sent int
 	// purged is when the last purge of expired deletions ran (at most one a minute).
 	purged time.Time
+	// deletedIn holds the tables the open transaction deleted from.
+	deletedIn map[string]bool
 	// counts are the committed outcomes (under mu: Counts may be called from any goroutine);
 	// pending those of the open transaction.
 	mu              sync.Mutex
@@ -261,7 +263,7 @@ func Open(ctx context.Context, o Options) (*Sink, error) {
 		return nil, err
 	}
 	s := &Sink{o: o, cfg: cfg, target: target(cfg.Config), spaces: map[string]*space{},
-		counts: map[string]int64{}, pending: map[string]int64{}}
+		counts: map[string]int64{}, pending: map[string]int64{}, deletedIn: map[string]bool{}}
 	err = s.retry(ctx, "connect", func(ctx context.Context) error {
 		if err := s.connect(ctx); err != nil {
 			return err
@@ -372,6 +374,7 @@ func (s *Sink) Flush(ctx context.Context) error {
 		}
 		s.mu.Unlock()
 		clear(s.pending)
+		clear(s.deletedIn)
 		s.rows, s.sent = s.rows[:0], 0
 		return nil
 	}))

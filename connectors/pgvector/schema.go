@@ -226,6 +226,10 @@ func (s *Sink) registerSpace(ctx context.Context, tx pgx.Tx, name string, dim in
 		if _, err := tx.Exec(ctx, createIndexSQL(table, s.o.Distance)); err != nil {
 			return nil, err
 		}
+	case s.deletedIn[table]:
+		// The open write transaction deleted from the table: CREATE INDEX would wait for it,
+		// and it waits for this. A search works without the index meanwhile.
+		s.o.Logger.Warn("pgvector sink: the table's HNSW index is left for a later run (this commit deletes from it)", "table", table, "space", name)
 	default:
 		if err := s.indexExisting(ctx, tx, table, name); err != nil {
 			return nil, err
