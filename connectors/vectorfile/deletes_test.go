@@ -50,11 +50,14 @@ var deletionHistory = struct {
 			del("stale-later", "7"), del("empty", ""), del("empty-back", ""), del("dates", "2023-12-31"),
 			del("num-kept", "99"), del("num-gone", "0100"), put("tie", "10"), del("v1-deleted", "3"),
 			put("in-part", "3"), del("in-part", "3"), put("in-part", "3")},
-		{put("redelivered", "5"), put("back", "6"), put("stale-later", "3"), put("empty-back", "")},
+		{put("redelivered", "5"), put("back", "6"), put("stale-later", "3"), put("empty-back", ""),
+			put("unversioned-del", "5"), put("unversioned-back", "5"), put("unversioned-twice", "8")},
+		{del("unversioned-del", ""), del("unversioned-back", ""), put("unversioned-twice", "9"), del("unversioned-twice", "")},
+		{put("unversioned-back", "3"), put("unversioned-twice", "2"), del("unversioned-twice", ""), put("unversioned-twice", "1")},
 	},
 	want: map[string]string{
 		"v1-live": "4", "newer": "10", "older-tomb": "10", "back": "6", "empty-back": "", "dates": "2024-01-02",
-		"num-kept": "0100", "tie": "10",
+		"num-kept": "0100", "tie": "10", "unversioned-back": "3", "unversioned-twice": "1",
 	},
 }
 
