@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 )
 
 // S3Settings are the pipeline file's s3 section. Credentials are not among them: they come
@@ -87,6 +88,9 @@ func (s *s3Store) client(ctx context.Context) (*s3.Client, error) {
 			s.err = errors.New("s3: no region: set s3.region in the pipeline file, AWS_REGION, or the profile's region")
 			return
 		}
+		// The SDK's own log lines (a connection not reused after a read is cancelled) are
+		// no news to a user; errors come back through the calls.
+		cfg.Logger = logging.Nop{}
 		s.c = s3.NewFromConfig(cfg, func(o *s3.Options) {
 			if s.set.Endpoint != "" {
 				o.BaseEndpoint = aws.String(s.set.Endpoint)
@@ -125,6 +129,8 @@ func (s *s3Store) explain(op string, loc Location, err error) error {
 	switch {
 	case code == "NoSuchBucket":
 		return fmt.Errorf("%s %s: no such bucket %q (check the bucket name, and s3.endpoint/s3.region: it may exist elsewhere)", op, where, loc.Bucket)
+	case code == "NoSuchUpload":
+		return fmt.Errorf("%s %s: the multipart upload was aborted while it ran (another writer of the prefix, or a lifecycle rule, aborted it): %w", op, where, err)
 	case code == "NoSuchKey" || code == "NotFound" || status == http.StatusNotFound:
 		return &fs.PathError{Op: op, Path: where, Err: fs.ErrNotExist}
 	case code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || code == "InvalidToken" || code == "ExpiredToken":
