@@ -2,9 +2,12 @@ package runner
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/reignpipe/reignpipe/connectors/jsonl"
 	"github.com/reignpipe/reignpipe/pipelines/engine"
 	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
@@ -60,15 +63,10 @@ func TestRunnerAppliesDeletes(t *testing.T) {
 		t.Fatalf("written %d deleted %d superseded %d, want 3 2 1", s.DocsWritten, s.DocsDeleted, s.Superseded)
 	}
 	// The sink saw t:a's upsert before its deletion, and never the stale version.
-	order := map[string][]string{}
-	for _, e := range rg.sink.order {
-		id := strings.TrimPrefix(e[:strings.Index(e, "@")], "-")
-		order[id] = append(order[id], e)
-	}
-	if got := strings.Join(order["t:a"], " "); got != "t:a@1 -t:a@2" {
+	if got := sinkOrder(rg.sink, "t:a"); got != "t:a@1 -t:a@2" {
 		t.Fatalf("t:a reached the sink as %q", got)
 	}
-	if got := strings.Join(order["t:c"], " "); got != "-t:c@5" {
+	if got := sinkOrder(rg.sink, "t:c"); got != "-t:c@5" {
 		t.Fatalf("t:c reached the sink as %q", got)
 	}
 	cache := reopen(t, dir)
@@ -107,6 +105,18 @@ func TestRunnerAppliesDeletes(t *testing.T) {
 	}
 }
 
+// sinkOrder is what s was given for id, in order: "id@version" a vector, "-id@version" a
+// deletion. Only one id's order is the input's; different ids finish in any order.
+func sinkOrder(s *memSink, id string) string {
+	var out []string
+	for _, e := range s.order {
+		if strings.TrimPrefix(e[:strings.LastIndex(e, "@")], "-") == id {
+			out = append(out, e)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
 func reopen(t *testing.T, dir string) *shardcache.Cache {
 	t.Helper()
 	c, err := shardcache.Open(shardcache.Options{Dir: dir, Fingerprint: "fake-gn", Dim: dim, K: 10, S: 10, RowsPerShard: 16})
@@ -127,4 +137,43 @@ func manifestVersion(t *testing.T, c *shardcache.Cache, id string) string {
 		return "-"
 	}
 	return m.Version
+}
+
+// A JSONL feed's deletion lines take the same path: the file's own upsert, deletion, stale
+// re-delivery and return of one document, in one input.
+func TestRunnerAppliesJSONLDeletions(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "feed.jsonl")
+	feed := `{"id":"a","text":"first version of a","version":"1"}
+{"id":"b","text":"b stays","version":"1"}
+{"id":"a","deleted":true,"version":"1"}
+{"id":"a","text":"first version of a","version":"1"}
+{"id":"c","deleted":true,"text":"a deletion with text is a bad input"}
+{"id":"a","text":"a is back","version":"2"}
+`
+	if err := os.WriteFile(path, []byte(feed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src, err := jsonl.Open(jsonl.Options{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rg := newRig(t, t.TempDir(), nil, Options{CommitEvery: 2})
+	rg.r.parts.Source = src
+	if err := rg.r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var s engine.Summary
+	rg.r.Summarize(&s, src.Stats())
+	if s.InputsRead != 6 || s.Accounted() != 6 || s.DocsWritten != 3 || s.DocsDeleted != 1 || s.Superseded != 1 || s.DocsFailed != 1 {
+		t.Fatalf("summary %+v", s)
+	}
+	if got := sinkOrder(rg.sink, "feed:a"); got != "feed:a@1 -feed:a@1 feed:a@2" {
+		t.Fatalf("the sink saw feed:a as %q", got)
+	}
+	if len(rg.dl.d) != 1 || rg.dl.d[0].DocID != "feed:c" || !strings.Contains(rg.dl.d[0].Position, "line 5") {
+		t.Fatalf("dead letters %+v", rg.dl.d)
+	}
+	if got := manifestVersion(t, rg.cache, "feed:a"); got != "2" {
+		t.Fatalf("feed:a's manifest is at %q, want 2", got)
+	}
 }
