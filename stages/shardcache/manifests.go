@@ -197,12 +197,13 @@ func (c *Cache) Manifest(docID string) (Manifest, bool, error) {
 	}
 	defer c.life.RUnlock()
 	c.mu.Lock()
-	if p, ok := c.manifests[docID]; ok && (p.man != nil || p.gone) {
+	m, known := c.pendingManifest(docID)
+	if known {
 		defer c.mu.Unlock()
-		if p.gone {
+		if m == nil {
 			return Manifest{}, false, nil
 		}
-		return copyManifest(p.man), true, nil
+		return copyManifest(m), true, nil
 	}
 	c.mu.Unlock()
 	return c.storedManifest(docID)
@@ -210,13 +211,23 @@ func (c *Cache) Manifest(docID string) (Manifest, bool, error) {
 
 // manifest is Manifest with c.mu held.
 func (c *Cache) manifest(docID string) (Manifest, bool, error) {
-	if p, ok := c.manifests[docID]; ok && (p.man != nil || p.gone) {
-		if p.gone {
+	if m, known := c.pendingManifest(docID); known {
+		if m == nil {
 			return Manifest{}, false, nil
 		}
-		return *p.man, true, nil
+		return *m, true, nil
 	}
 	return c.storedManifest(docID)
+}
+
+// pendingManifest is docID's manifest as the next Flush leaves it, when that is known without
+// the index: known and nil for a pending deletion. c.mu must be held.
+func (c *Cache) pendingManifest(docID string) (m *Manifest, known bool) {
+	p, ok := c.manifests[docID]
+	if !ok || p.man == nil && !p.gone {
+		return nil, false
+	}
+	return p.man, true
 }
 
 func (c *Cache) storedManifest(docID string) (Manifest, bool, error) {
