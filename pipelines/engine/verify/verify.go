@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
@@ -19,7 +20,9 @@ import (
 
 // Output is one vector sink's folder.
 type Output struct {
-	Dir     string `json:"dir"`
+	Dir string `json:"dir"`
+	// Vectors counts the documents the folder holds: the newest row of each doc id, deleted
+	// ones left out.
 	Vectors int64  `json:"vectors"`
 	Error   string `json:"error,omitempty"`
 	// NoManifest counts vectors whose document has no manifest in the cache (the first few
@@ -27,9 +30,9 @@ type Output struct {
 	// manifests again (from cached windows: no GN).
 	NoManifest     int64    `json:"docs_without_manifest,omitempty"`
 	NoManifestDocs []string `json:"docs_without_manifest_list,omitempty"`
-	// Deleted counts vectors of documents deleted since they were written: their manifest
-	// went with the deletion, which the cache still remembers (run.delete_retention), so they
-	// are not lost manifests, and nothing brings them back.
+	// Deleted counts documents the folder still holds whose deletion the cache has applied
+	// and remembers (run.delete_retention): a crash came between the cache's flush and the
+	// sink's, and the deletion, read again, writes the tombstone. Not lost manifests.
 	Deleted int64 `json:"docs_deleted,omitempty"`
 }
 
@@ -96,29 +99,39 @@ func Run(cfg *pipelines.Config, repair bool) (Report, error) {
 			continue // kafka, pgvector
 		}
 		o := Output{Dir: dir}
-		err := vectorfile.ReadVectors(dir, func(v schemas.DocVector) error {
-			o.Vectors++
-			if manifests == nil {
-				return nil
-			}
-			_, ok, err := manifests.Manifest(v.DocID)
-			if err != nil || ok {
-				return err
-			}
-			_, deleted, err := manifests.Tombstone(v.DocID)
-			switch {
-			case err != nil:
-				return err
-			case deleted:
-				o.Deleted++
-			default:
-				if o.NoManifest < maxListed {
-					o.NoManifestDocs = append(o.NoManifestDocs, v.DocID)
-				}
-				o.NoManifest++
-			}
+		// The documents the output holds: a deleted one's older rows stay in the parts, and its
+		// manifest is gone with it.
+		docs := vectorfile.NewFold[struct{}]()
+		err := vectorfile.ReadVectors(dir, func(v schemas.DocVector, deleted bool) error {
+			docs.Add(v.DocID, v.Version, deleted, struct{}{})
 			return nil
 		})
+		var live []string
+		docs.Live(func(id string, _ struct{}) { live = append(live, id) })
+		slices.Sort(live)
+		o.Vectors = int64(len(live))
+		for _, id := range live {
+			if err != nil || manifests == nil {
+				break
+			}
+			var ok, deleted bool
+			if _, ok, err = manifests.Manifest(id); err != nil || ok {
+				continue
+			}
+			// The cache applies a deletion before the sinks do: a crash between the two leaves
+			// the vector without its tombstone until the deletion is read again.
+			if _, deleted, err = manifests.Tombstone(id); err != nil {
+				continue
+			}
+			if deleted {
+				o.Deleted++
+				continue
+			}
+			if o.NoManifest < maxListed {
+				o.NoManifestDocs = append(o.NoManifestDocs, id)
+			}
+			o.NoManifest++
+		}
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			o.Error = err.Error()
 		}

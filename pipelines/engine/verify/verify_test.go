@@ -133,9 +133,9 @@ func TestRunFindsLostManifests(t *testing.T) {
 	}
 }
 
-// A vector whose document was deleted since is not a lost manifest: the cache remembers the
-// deletion, verify counts it as deleted and says all is well, and a repair does not bring its
-// manifest back.
+// A deletion the cache applied and the sink did not yet (a crash between their flushes) is not
+// a lost manifest: the cache remembers it, verify counts the document as deleted and says all
+// is well, and a repair does not bring its manifest back.
 func TestRunKnowsDeletedDocuments(t *testing.T) {
 	cfg, opts, c, sink := parquetPipeline(t)
 	writeDocs(t, c, sink, "t:a", "t:b")
@@ -203,4 +203,56 @@ sinks:
 		t.Fatal(err)
 	}
 	return cfg, opts, c, sink
+}
+
+// A deleted document's manifest goes with it while its older vector stays in the parts under
+// its tombstone: verify counts the documents the folder holds and misses no manifest.
+func TestRunLeavesOutDeletedDocuments(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := pipelines.Parse([]byte(fmt.Sprintf(`version: 1
+name: v
+source: {type: jsonl, path: in.jsonl}
+cache: {dir: %q}
+sinks:
+  - {type: parquet, dir: %q}
+`, filepath.Join(dir, "cache"), filepath.Join(dir, "vectors"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := shardcache.Open(shardcache.Options{Dir: cfg.Cache.Dir, Fingerprint: "fp@1", Dim: 2, K: 8, S: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, err := vectorfile.NewParquet(vectorfile.ParquetOptions{Dir: cfg.Sinks[0].Dir(), Dim: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i, id := range []string{"t:kept", "t:gone"} {
+		key := uint64(10 + i)
+		if _, err := c.Add(shardcache.Row{Key: key, DocID: id, Embedding: []float32{1, float32(i)}}); err != nil {
+			t.Fatal(err)
+		}
+		if id == "t:kept" { // the deletion took t:gone's manifest
+			if err := c.PutManifest(shardcache.Manifest{DocID: id, Version: "1", Fingerprint: "fp@1", K: 8, S: 8, Keys: []uint64{key}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := sink.Write(ctx, schemas.DocVector{DocID: id, Version: "1", Space: "s", Vector: []float32{1, float32(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sink.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Delete(ctx, schemas.Deletion{DocID: "t:gone", Version: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(c.Close(), sink.Close(ctx)); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(cfg, false)
+	if err != nil || !rep.OK() || rep.Outputs[0].Vectors != 1 || rep.Outputs[0].NoManifest != 0 {
+		t.Fatalf("a deleted document in the parts: %+v %v", rep, err)
+	}
 }
