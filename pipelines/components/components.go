@@ -61,7 +61,7 @@ func wikipediaSource() registry.Source {
 		Type:   "wikipedia",
 		Doc:    "MediaWiki pages-articles XML: plain, .bz2 or multistream .bz2 with its index",
 		Config: config,
-		Open: func(c registry.SourceConfig) (connectors.Source, error) {
+		Open: func(_ context.Context, c registry.SourceConfig) (connectors.Source, error) {
 			w := settingsOf[*wikipedia.Config](c.Settings, config)
 			if _, err := os.Stat(c.Path); errors.Is(err, fs.ErrNotExist) {
 				return nil, fmt.Errorf("source.path: %q does not exist%s", c.Path, relativeHint(c.Path))
@@ -75,7 +75,7 @@ func jsonlSource() registry.Source {
 	config := func() any { return &watchdir.Config{} }
 	return registry.Source{
 		Type: "jsonl", Doc: "one JSON document per line (id, title, text)", Config: config,
-		Open: func(c registry.SourceConfig) (connectors.Source, error) {
+		Open: func(_ context.Context, c registry.SourceConfig) (connectors.Source, error) {
 			return files(c, *settingsOf[*watchdir.Config](c.Settings, config), func(p string) (connectors.Source, error) {
 				return jsonl.Open(jsonl.Options{Path: p, Source: c.Name, MaxLineBytes: jsonlLineBound(c.MaxDocBytes)})
 			})
@@ -112,7 +112,7 @@ func usptoSource() registry.Source {
 	config := func() any { return &USPTOConfig{} }
 	return registry.Source{
 		Type: "uspto", Doc: "USPTO full-text grants and applications, .xml or .zip", Config: config,
-		Open: func(c registry.SourceConfig) (connectors.Source, error) {
+		Open: func(_ context.Context, c registry.SourceConfig) (connectors.Source, error) {
 			u := settingsOf[*USPTOConfig](c.Settings, config)
 			return files(c, u.Files, func(p string) (connectors.Source, error) {
 				return uspto.Open(uspto.Options{Path: p, Sections: u.Text.Sections, MaxDocBytes: markupBound(c.MaxDocBytes)})
