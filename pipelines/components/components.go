@@ -1,5 +1,5 @@
-// Package components declares the built-in component types -- the wikipedia, jsonl and uspto
-// sources, the parquet, jsonl, kafka and pgvector sinks, the meanpool and reign aggregations --
+// Package components declares the built-in component types -- the wikipedia, jsonl, uspto and
+// postgres sources, the parquet, jsonl, kafka and pgvector sinks, the meanpool and reign aggregations --
 // each with its settings (keys, defaults, docs and validation: the connector's own Config
 // struct where it has one, pgvector.Config, vectorfile.Config, ...) and its constructor (see
 // package pipelines/registry). Builtin returns them; nothing registers itself.
@@ -18,6 +18,7 @@ import (
 	"github.com/reignpipe/reignpipe/connectors/jsonl"
 	"github.com/reignpipe/reignpipe/connectors/kafka"
 	"github.com/reignpipe/reignpipe/connectors/multifile"
+	"github.com/reignpipe/reignpipe/connectors/pgcdc"
 	"github.com/reignpipe/reignpipe/connectors/pgvector"
 	"github.com/reignpipe/reignpipe/connectors/uspto"
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
@@ -31,7 +32,7 @@ import (
 // Builtin returns the registry of the built-in components, in the order help lists them.
 func Builtin() *registry.Registry {
 	return &registry.Registry{
-		Sources: []registry.Source{wikipediaSource(), jsonlSource(), usptoSource()},
+		Sources: []registry.Source{wikipediaSource(), jsonlSource(), usptoSource(), postgresSource()},
 		Sinks: []registry.Sink{
 			fileSink("parquet", "Parquet vector part files", openParquet),
 			fileSink("jsonl", "JSONL vector part files, each with its sha256", openJSONL),
@@ -79,6 +80,18 @@ func jsonlSource() registry.Source {
 			return files(c, *settingsOf[*watchdir.Config](c.Settings, config), func(p string) (connectors.Source, error) {
 				return jsonl.Open(jsonl.Options{Path: p, Source: c.Name, MaxLineBytes: jsonlLineBound(c.MaxDocBytes)})
 			})
+		},
+	}
+}
+
+func postgresSource() registry.Source {
+	config := func() any { c := pgcdc.DefaultConfig(); return &c }
+	return registry.Source{
+		Type: "postgres", Doc: "a PostgreSQL table: a snapshot of its rows, then its inserts, updates and deletes (logical replication)", Config: config,
+		Open: func(ctx context.Context, c registry.SourceConfig) (connectors.Source, error) {
+			p := settingsOf[*pgcdc.Config](c.Settings, config)
+			// The state file in run.state_dir records that the snapshot is durable downstream.
+			return pgcdc.Open(ctx, pgcdc.Options{Config: *p, Pipeline: c.Pipeline, Source: c.Name, StateFile: c.StateFile})
 		},
 	}
 }
