@@ -84,8 +84,8 @@ type Source struct {
 	pos    atomic.Uint64 // the flushed position the status goroutine reports
 	// streaming: the replication stream started (a position may be reported).
 	streaming atomic.Bool
-	saveMu sync.Mutex
-	saved  bool // the snapshot's completion is in the state file
+	saveMu    sync.Mutex
+	saved     bool // the snapshot's completion is in the state file
 
 	mu    sync.Mutex
 	stats connectors.SourceStats

@@ -280,4 +280,3 @@ func TestSnapshotThenChanges(t *testing.T) {
 		t.Errorf("stats read %d, handed out %d", st.Read, len(g.reads))
 	}
 }
-
