@@ -3,12 +3,16 @@ package pgcdc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/reignpipe/reignpipe/connectors"
@@ -279,4 +283,163 @@ func TestSnapshotThenChanges(t *testing.T) {
 	if st.Read != int64(len(g.reads)) {
 		t.Errorf("stats read %d, handed out %d", st.Read, len(g.reads))
 	}
+}
+
+// confirmed is the slot's confirmed position as the server has it once no process holds it
+// (the server applies a reported position when it reads it).
+func (f *fixture) confirmed(t *testing.T, slot string) pglogrepl.LSN {
+	t.Helper()
+	var s string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var active bool
+		if err := f.db.QueryRow(context.Background(), "SELECT confirmed_flush_lsn::text, active FROM pg_replication_slots WHERE slot_name = $1", slot).Scan(&s, &active); err != nil {
+			t.Fatal(err)
+		}
+		if !active || time.Now().After(deadline) {
+			break
+		}
+	}
+	lsn, err := pglogrepl.ParseLSN(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lsn
+}
+
+// Acks come out of order; the slot's position advances over the longest acked prefix only,
+// and a source opened again resumes from the slot: it does not read the table again, hands
+// out again exactly the changes from the first unacked one on, and loses none.
+func TestOutOfOrderAcksAndResume(t *testing.T) {
+	rows := patents(t, 200)
+	f := newFixture(t, rows)
+	s := f.open(t)
+	g := newGot()
+	read(t, s, g, len(rows))
+	for _, i := range rand.Perm(len(g.acks)) { // the snapshot, acked in a random order
+		g.acks[i](context.Background(), nil)
+	}
+	if err := s.FlushAcks(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	start := s.flushedPos()
+
+	// 20 transactions of one change each: updates with new text, updates with the same text,
+	// deletes and inserts.
+	for i := 0; i < 20; i++ {
+		switch p := rows[10+i]; i % 4 {
+		case 0:
+			exec(t, f.db, "UPDATE docs SET body = $2 WHERE id = $1", p.id, p.text+fmt.Sprintf(" edit %d", i))
+		case 1:
+			exec(t, f.db, "UPDATE docs SET body = body WHERE id = $1", p.id)
+		case 2:
+			exec(t, f.db, "DELETE FROM docs WHERE id = $1", p.id)
+		case 3:
+			exec(t, f.db, "INSERT INTO docs VALUES ($1, 'inserted', $2, NULL)", fmt.Sprintf("ins-%d", i), p.text)
+		}
+	}
+	changes := newGot()
+	read(t, s, changes, 20)
+	// Ack changes 0-11 shuffled, and 13-19: 12 is outstanding, so the position may pass the
+	// first 12 transactions only.
+	order := rand.Perm(20)
+	for _, i := range order {
+		if i != 12 {
+			changes.acks[i](context.Background(), nil)
+		}
+	}
+	if err := s.FlushAcks(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// The position is the end of the 12th transaction: past the 12 acked in a row, short of the
+	// outstanding 13th, whose commit came later.
+	c := f.confirmed(t, s.Slot())
+	if last, next := lsnOf(t, changes.reads[11].Version), lsnOf(t, changes.reads[12].Version); c <= start || c <= last || c > next {
+		t.Fatalf("the slot's position is %s; want past the 12th transaction's commit %s, not past the 13th's %s (before the changes %s)", c, last, next, start)
+	}
+
+	s2 := f.open(t)
+	defer s2.Close(context.Background())
+	again := newGot()
+	read(t, s2, again, 8)
+	quiet(t, s2, 500*time.Millisecond)
+	for i, d := range again.reads {
+		w := changes.reads[12+i]
+		if d.ID != w.ID || d.Version != w.Version || d.Deleted != w.Deleted || d.Text != w.Text {
+			t.Errorf("resumed %d: %s@%s, want the unacked-onward change %s@%s", i, d.ID, d.Version, w.ID, w.Version)
+		}
+	}
+	for _, d := range changes.reads {
+		g.apply(d, nil)
+	}
+	for _, d := range again.reads {
+		g.apply(d, nil)
+	}
+	sameSet(t, "after the restart", g.live(), f.want(t))
+}
+
+// A source closed during the snapshot, before its rows were acked, reads the table again
+// when opened: the slot is kept, so a change made in between arrives too, after the rows.
+func TestSnapshotRestarts(t *testing.T) {
+	rows := patents(t, 200)
+	f := newFixture(t, rows)
+	s := f.open(t)
+	g := newGot()
+	read(t, s, g, 50)
+	for _, a := range g.acks[:50] { // acked, but the snapshot is not done: nothing is recorded
+		a(context.Background(), nil)
+	}
+	if err := s.FlushAcks(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, f.db, "UPDATE docs SET body = 'changed while down' WHERE id = $1", rows[1].id)
+	exec(t, f.db, "DELETE FROM docs WHERE id = $1", rows[199].id)
+
+	s2 := f.open(t)
+	defer s2.Close(context.Background())
+	second := newGot()
+	read(t, s2, second, 199+2) // the table as it is now, then the two changes again
+	quiet(t, s2, 500*time.Millisecond)
+	for _, d := range second.reads[:199] {
+		if d.Deleted {
+			t.Fatalf("a deletion among the snapshot rows: %s", d.ID)
+		}
+	}
+	if d := second.reads[199]; d.ID != "docs:"+rows[1].id || d.Text != "changed while down" {
+		t.Errorf("first change after the second snapshot: %s %.30q", d.ID, d.Text)
+	}
+	if d := second.reads[200]; d.ID != "docs:"+rows[199].id || !d.Deleted {
+		t.Errorf("second change: %+v", d)
+	}
+	for _, d := range second.reads {
+		g.apply(d, nil)
+	}
+	sameSet(t, "after the second snapshot", g.live(), f.want(t))
+	for _, a := range second.acks {
+		a(context.Background(), nil)
+	}
+	if err := s2.FlushAcks(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s2.Close(context.Background())
+	s3 := f.open(t) // the snapshot is done: nothing is read again
+	defer s3.Close(context.Background())
+	quiet(t, s3, time.Second)
+}
+
+func (s *Source) flushedPos() pglogrepl.LSN { return pglogrepl.LSN(s.pos.Load()) }
+
+// lsnOf is the log position of a change's version (Version's digits but the ordinal's).
+func lsnOf(t *testing.T, v string) pglogrepl.LSN {
+	t.Helper()
+	n, err := strconv.ParseUint(v[:len(v)-10], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pglogrepl.LSN(n)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -209,15 +210,31 @@ type slotInfo struct {
 	activePID        *int32
 }
 
+// slotWait is how long a slot still held by a previous run's server process is waited for: a
+// run that just stopped, or was killed (its connection closed by the kernel), lets go of its
+// slot once the server has read what it sent last (its final position).
+const slotWait = 15 * time.Second
+
 func lookupSlot(ctx context.Context, conn *pgx.Conn, name string) (*slotInfo, error) {
 	var s slotInfo
-	err := conn.QueryRow(ctx, `SELECT coalesce(plugin, ''), coalesce(database, ''), confirmed_flush_lsn::text, active_pid
-		FROM pg_replication_slots WHERE slot_name = $1`, name).Scan(&s.plugin, &s.database, &s.confirmed, &s.activePID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("source.slot: looking up slot %s: %w", name, err)
+	deadline := time.Now().Add(slotWait)
+	for {
+		err := conn.QueryRow(ctx, `SELECT coalesce(plugin, ''), coalesce(database, ''), confirmed_flush_lsn::text, active_pid
+			FROM pg_replication_slots WHERE slot_name = $1`, name).Scan(&s.plugin, &s.database, &s.confirmed, &s.activePID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("source.slot: looking up slot %s: %w", name, err)
+		}
+		if s.activePID == nil || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	db := conn.Config().Database
 	switch {
