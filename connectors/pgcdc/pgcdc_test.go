@@ -69,7 +69,7 @@ func connect(t *testing.T, dsn string) *pgx.Conn {
 	return c
 }
 
-func exec(t *testing.T, c *pgx.Conn, sql string, args ...any) {
+func mustExec(t *testing.T, c *pgx.Conn, sql string, args ...any) {
 	t.Helper()
 	if _, err := c.Exec(context.Background(), sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
@@ -88,13 +88,13 @@ func newFixture(t *testing.T, rows []patent) *fixture {
 	t.Helper()
 	dsn := pgtest.Database(t)
 	f := &fixture{dsn: dsn, db: connect(t, dsn)}
-	exec(t, f.db, "CREATE TABLE docs (id text PRIMARY KEY, title text, body text, notes text)")
+	mustExec(t, f.db, "CREATE TABLE docs (id text PRIMARY KEY, title text, body text, notes text)")
 	for i, p := range rows {
 		var notes any
 		if i%10 == 0 {
 			notes = "note " + p.id // a second text column on some rows: joined after the body
 		}
-		exec(t, f.db, "INSERT INTO docs VALUES ($1, $2, $3, $4)", p.id, p.title, p.text, notes)
+		mustExec(t, f.db, "INSERT INTO docs VALUES ($1, $2, $3, $4)", p.id, p.title, p.text, notes)
 	}
 	f.opts = Options{Config: Config{DSN: dsn, Table: "public.docs", IDColumn: "id", TitleColumn: "title", TextColumns: []string{"body", "notes"}},
 		Pipeline: "cdc test", StateFile: filepath.Join(t.TempDir(), "state.json")}
@@ -223,9 +223,9 @@ func TestSnapshotThenChanges(t *testing.T) {
 	before := f.want(t)
 
 	// Committed after the slot exists, before a single row was read.
-	exec(t, f.db, "UPDATE docs SET body = body || ' amended' WHERE id = $1", rows[0].id)
-	exec(t, f.db, "DELETE FROM docs WHERE id = $1", rows[1].id)
-	exec(t, f.db, "INSERT INTO docs VALUES ('new-1', 'A new one', 'fresh text', NULL)")
+	mustExec(t, f.db, "UPDATE docs SET body = body || ' amended' WHERE id = $1", rows[0].id)
+	mustExec(t, f.db, "DELETE FROM docs WHERE id = $1", rows[1].id)
+	mustExec(t, f.db, "INSERT INTO docs VALUES ('new-1', 'A new one', 'fresh text', NULL)")
 
 	g := newGot()
 	read(t, s, g, len(rows))
@@ -239,9 +239,9 @@ func TestSnapshotThenChanges(t *testing.T) {
 
 	// While streaming: an update of the title only (same text), a key change, a blanked row,
 	// two changes of one row in one transaction, an insert and a delete.
-	exec(t, f.db, "UPDATE docs SET title = 'retitled' WHERE id = $1", rows[2].id)
-	exec(t, f.db, "UPDATE docs SET id = 'moved-3' WHERE id = $1", rows[3].id)
-	exec(t, f.db, "UPDATE docs SET body = '  ', notes = NULL WHERE id = $1", rows[4].id)
+	mustExec(t, f.db, "UPDATE docs SET title = 'retitled' WHERE id = $1", rows[2].id)
+	mustExec(t, f.db, "UPDATE docs SET id = 'moved-3' WHERE id = $1", rows[3].id)
+	mustExec(t, f.db, "UPDATE docs SET body = '  ', notes = NULL WHERE id = $1", rows[4].id)
 	tx, err := f.db.Begin(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -251,8 +251,8 @@ func TestSnapshotThenChanges(t *testing.T) {
 	if err := tx.Commit(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	exec(t, f.db, "INSERT INTO docs VALUES ('new-2', NULL, 'more text', 'and a note')")
-	exec(t, f.db, "DELETE FROM docs WHERE id = $1", rows[6].id)
+	mustExec(t, f.db, "INSERT INTO docs VALUES ('new-2', NULL, 'more text', 'and a note')")
+	mustExec(t, f.db, "DELETE FROM docs WHERE id = $1", rows[6].id)
 
 	// 3 changes before the snapshot was read; then 1 + 2 (delete, insert) + 1 + 2 + 1 + 1.
 	read(t, s, g, 3+8)
@@ -328,13 +328,13 @@ func TestOutOfOrderAcksAndResume(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		switch p := rows[10+i]; i % 4 {
 		case 0:
-			exec(t, f.db, "UPDATE docs SET body = $2 WHERE id = $1", p.id, p.text+fmt.Sprintf(" edit %d", i))
+			mustExec(t, f.db, "UPDATE docs SET body = $2 WHERE id = $1", p.id, p.text+fmt.Sprintf(" edit %d", i))
 		case 1:
-			exec(t, f.db, "UPDATE docs SET body = body WHERE id = $1", p.id)
+			mustExec(t, f.db, "UPDATE docs SET body = body WHERE id = $1", p.id)
 		case 2:
-			exec(t, f.db, "DELETE FROM docs WHERE id = $1", p.id)
+			mustExec(t, f.db, "DELETE FROM docs WHERE id = $1", p.id)
 		case 3:
-			exec(t, f.db, "INSERT INTO docs VALUES ($1, 'inserted', $2, NULL)", fmt.Sprintf("ins-%d", i), p.text)
+			mustExec(t, f.db, "INSERT INTO docs VALUES ($1, 'inserted', $2, NULL)", fmt.Sprintf("ins-%d", i), p.text)
 		}
 	}
 	changes := newGot()
@@ -397,8 +397,8 @@ func TestSnapshotRestarts(t *testing.T) {
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	exec(t, f.db, "UPDATE docs SET body = 'changed while down' WHERE id = $1", rows[1].id)
-	exec(t, f.db, "DELETE FROM docs WHERE id = $1", rows[199].id)
+	mustExec(t, f.db, "UPDATE docs SET body = 'changed while down' WHERE id = $1", rows[1].id)
+	mustExec(t, f.db, "DELETE FROM docs WHERE id = $1", rows[199].id)
 
 	s2 := f.open(t)
 	defer s2.Close(context.Background())
