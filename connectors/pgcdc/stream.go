@@ -270,7 +270,7 @@ func (s *Source) stream(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("source: slot %s: %w", s.slot, err)
 		}
-		m, err := pglogrepl.Parse(x.WALData)
+		m, err := parse(x.WALData)
 		if err != nil {
 			return fmt.Errorf("source: slot %s: decoding a pgoutput message at %s: %w", s.slot, x.WALStart, err)
 		}
