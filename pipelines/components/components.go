@@ -87,7 +87,7 @@ func jsonlSource() registry.Source {
 func postgresSource() registry.Source {
 	config := func() any { c := pgcdc.DefaultConfig(); return &c }
 	return registry.Source{
-		Type: "postgres", Doc: "a PostgreSQL table: a snapshot of its rows, then its inserts, updates and deletes (logical replication)", Config: config,
+		Type: "postgres", Doc: "a PostgreSQL table: a snapshot of its rows, then its inserts, updates and deletes (logical replication)", Config: config, NoPath: true,
 		Open: func(ctx context.Context, c registry.SourceConfig) (connectors.Source, error) {
 			p := settingsOf[*pgcdc.Config](c.Settings, config)
 			// The state file in run.state_dir records that the snapshot is durable downstream.
