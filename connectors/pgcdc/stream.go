@@ -84,16 +84,11 @@ func (s *Source) snapshot(ctx context.Context, p snapshotPlan) error {
 	version := Version(p.label, 0)
 	n := 0
 	for rows.Next() {
-		vals := make([]*string, 2+len(s.o.TextColumns))
-		dest := make([]any, len(vals))
-		for i := range vals {
-			dest[i] = &vals[i]
-		}
-		if err := rows.Scan(dest...); err != nil {
+		r, err := s.scan(rows.Scan)
+		if err != nil {
 			return fmt.Errorf("source: reading %s: %w", s.tab.quoted, err)
 		}
 		n++
-		r := row{id: vals[0], title: vals[1], text: vals[2:]}
 		if r.id == nil {
 			s.skip("null_id")
 			continue
@@ -373,19 +368,27 @@ func (s *Source) change(ctx context.Context, rel *relation, old, tup *pglogrepl.
 func (s *Source) lookup(ctx context.Context, id string) (row, bool, error) {
 	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s = CAST($1::text AS %s)", s.columns(), s.tab.quoted,
 		pgx.Identifier{s.o.IDColumn}.Sanitize(), s.tab.types[s.o.IDColumn])
-	vals := make([]*string, 2+len(s.o.TextColumns))
-	dest := make([]any, len(vals))
-	for i := range vals {
-		dest[i] = &vals[i]
-	}
-	err := s.conn.QueryRow(ctx, q, id).Scan(dest...)
+	r, err := s.scan(s.conn.QueryRow(ctx, q, id).Scan)
 	if err == pgx.ErrNoRows {
 		return row{}, false, nil
 	}
 	if err != nil {
 		return row{}, false, fmt.Errorf("source: reading row %s of %s: %w", id, s.tab.quoted, err)
 	}
-	return row{id: vals[0], title: vals[1], text: vals[2:]}, true, nil
+	return r, true, nil
+}
+
+// scan reads one row of columns()'s select list.
+func (s *Source) scan(scan func(dest ...any) error) (row, error) {
+	vals := make([]*string, 2+len(s.o.TextColumns))
+	dest := make([]any, len(vals))
+	for i := range vals {
+		dest[i] = &vals[i]
+	}
+	if err := scan(dest...); err != nil {
+		return row{}, err
+	}
+	return row{id: vals[0], title: vals[1], text: vals[2:]}, nil
 }
 
 // relationOf finds the followed columns in a relation message.
