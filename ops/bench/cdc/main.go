@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,8 +85,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		return err
 	}
-	cfg, _ := pgx.ParseConfig(b.dsn)
-	b.dsn = strings.Replace(b.dsn, "/"+cfg.Database, "/"+name, 1)
+	u, err := url.Parse(b.dsn)
+	if err != nil {
+		return fmt.Errorf("-dsn: a URL postgres://USER@HOST:PORT/DATABASE is needed here (the run makes a database beside it)")
+	}
+	u.Path = "/" + name
+	b.dsn = u.String()
 	defer benchenv.Leftovers("cdc", b.keep, b.dir, "database "+name, func(ctx context.Context) error {
 		if b.db != nil {
 			b.db.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = current_database()")
