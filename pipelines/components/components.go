@@ -1,5 +1,5 @@
-// Package components declares the built-in component types -- the wikipedia, jsonl and uspto
-// sources, the parquet, jsonl, kafka and pgvector sinks, the meanpool and reign aggregations --
+// Package components declares the built-in component types -- the wikipedia, jsonl, uspto and
+// postgres sources, the parquet, jsonl, kafka and pgvector sinks, the meanpool and reign aggregations --
 // each with its settings (keys, defaults, docs and validation: the connector's own Config
 // struct where it has one, pgvector.Config, vectorfile.Config, ...) and its constructor (see
 // package pipelines/registry). Builtin returns them; nothing registers itself.
@@ -18,6 +18,7 @@ import (
 	"github.com/reignpipe/reignpipe/connectors/jsonl"
 	"github.com/reignpipe/reignpipe/connectors/kafka"
 	"github.com/reignpipe/reignpipe/connectors/multifile"
+	"github.com/reignpipe/reignpipe/connectors/pgcdc"
 	"github.com/reignpipe/reignpipe/connectors/pgvector"
 	"github.com/reignpipe/reignpipe/connectors/uspto"
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
@@ -31,7 +32,7 @@ import (
 // Builtin returns the registry of the built-in components, in the order help lists them.
 func Builtin() *registry.Registry {
 	return &registry.Registry{
-		Sources: []registry.Source{wikipediaSource(), jsonlSource(), usptoSource()},
+		Sources: []registry.Source{wikipediaSource(), jsonlSource(), usptoSource(), postgresSource()},
 		Sinks: []registry.Sink{
 			fileSink("parquet", "Parquet vector part files", openParquet),
 			fileSink("jsonl", "JSONL vector part files, each with its sha256", openJSONL),
@@ -61,7 +62,7 @@ func wikipediaSource() registry.Source {
 		Type:   "wikipedia",
 		Doc:    "MediaWiki pages-articles XML: plain, .bz2 or multistream .bz2 with its index",
 		Config: config,
-		Open: func(c registry.SourceConfig) (connectors.Source, error) {
+		Open: func(_ context.Context, c registry.SourceConfig) (connectors.Source, error) {
 			w := settingsOf[*wikipedia.Config](c.Settings, config)
 			if _, err := os.Stat(c.Path); errors.Is(err, fs.ErrNotExist) {
 				return nil, fmt.Errorf("source.path: %q does not exist%s", c.Path, relativeHint(c.Path))
@@ -75,10 +76,22 @@ func jsonlSource() registry.Source {
 	config := func() any { return &watchdir.Config{} }
 	return registry.Source{
 		Type: "jsonl", Doc: "one JSON document per line (id, title, text)", Config: config,
-		Open: func(c registry.SourceConfig) (connectors.Source, error) {
+		Open: func(_ context.Context, c registry.SourceConfig) (connectors.Source, error) {
 			return files(c, *settingsOf[*watchdir.Config](c.Settings, config), func(p string) (connectors.Source, error) {
 				return jsonl.Open(jsonl.Options{Path: p, Source: c.Name, MaxLineBytes: jsonlLineBound(c.MaxDocBytes)})
 			})
+		},
+	}
+}
+
+func postgresSource() registry.Source {
+	config := func() any { c := pgcdc.DefaultConfig(); return &c }
+	return registry.Source{
+		Type: "postgres", Doc: "a PostgreSQL table: a snapshot of its rows, then its inserts, updates and deletes (logical replication)", Config: config, NoPath: true,
+		Open: func(ctx context.Context, c registry.SourceConfig) (connectors.Source, error) {
+			p := settingsOf[*pgcdc.Config](c.Settings, config)
+			// The state file in run.state_dir records that the snapshot is durable downstream.
+			return pgcdc.Open(ctx, pgcdc.Options{Config: *p, Pipeline: c.Pipeline, Source: c.Name, StateFile: c.StateFile})
 		},
 	}
 }
@@ -112,7 +125,7 @@ func usptoSource() registry.Source {
 	config := func() any { return &USPTOConfig{} }
 	return registry.Source{
 		Type: "uspto", Doc: "USPTO full-text grants and applications, .xml or .zip", Config: config,
-		Open: func(c registry.SourceConfig) (connectors.Source, error) {
+		Open: func(_ context.Context, c registry.SourceConfig) (connectors.Source, error) {
 			u := settingsOf[*USPTOConfig](c.Settings, config)
 			return files(c, u.Files, func(p string) (connectors.Source, error) {
 				return uspto.Open(uspto.Options{Path: p, Sections: u.Text.Sections, MaxDocBytes: markupBound(c.MaxDocBytes)})

@@ -54,7 +54,11 @@ type Source struct {
 	// yaml-tagged fields (the keys beyond the ones every source reads, SourceConfig's), each
 	// with a default and a doc tag. nil: the type has no keys of its own.
 	Config func() any
-	Open   func(c SourceConfig) (connectors.Source, error)
+	// NoPath: the type reads no source.path (a database table is named by its own keys).
+	NoPath bool
+	// Open opens the source; ctx bounds what opening waits for (a database to connect to), as
+	// Sink.Open's does. The source's reads take their own contexts.
+	Open func(ctx context.Context, c SourceConfig) (connectors.Source, error)
 }
 
 // Sink is a sink type (sinks[].type).

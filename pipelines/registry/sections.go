@@ -23,6 +23,9 @@ type SourceConfig struct {
 	// StateFile is where a watched source keeps its per-file checkpoint (set by the runner
 	// from run.state_dir, not by the user).
 	StateFile string `yaml:"-"`
+	// Pipeline is the pipeline's name (set by the runner), for the names a source derives
+	// from it: the postgres source's replication slot and publication.
+	Pipeline string `yaml:"-"`
 }
 
 // SinkConfig is one output (a sinks[] entry): its type and that type's keys.

@@ -215,7 +215,7 @@ func (e *stageEnv) kafkaSink(s pipelines.SinkConfig) (connectors.Sink, error) {
 
 func (e *stageEnv) ingest(ctx context.Context, dl connectors.DeadLetterSink, o StageOptions) (Summary, error) {
 	cfg := e.cfg
-	src, err := launch.OpenSource(cfg, o.FromScratch)
+	src, err := launch.OpenSource(ctx, cfg, o.FromScratch)
 	if err != nil {
 		return nil, err
 	}
