@@ -93,7 +93,7 @@ SMOKE_FUZZ := ./pipelines/serving/serve/:FuzzReadRequest ./connectors/uspto/pate
 	./connectors/wikipedia/:FuzzParseNamespaces ./connectors/wikipedia/:FuzzScanBounded ./connectors/textpolicy/:FuzzClean \
 	./schemas/:FuzzDecodeChunkDoc ./schemas/:FuzzDecodeDocVector ./schemas/:FuzzDecodeRawDocument \
 	./internal/kafkaclient/fragment/:FuzzFragmentHeaders ./internal/kafkaclient/fragment/:FuzzAssembler \
-	./pipelines/quality/dataset/:FuzzLoCoRecords ./pipelines/:FuzzExpand
+	./pipelines/quality/dataset/:FuzzLoCoRecords ./pipelines/:FuzzExpand ./connectors/debezium/:FuzzDecode
 SMOKE_FUZZTIME ?= 50000x
 fuzz-smoke:
 	@for t in $(SMOKE_FUZZ); do pkg=$${t%%:*}; fn=$${t##*:}; \
