@@ -365,8 +365,9 @@ func (c *Config) Validate() error {
 	if err := reg.CheckSource(c.Source, c.under("source")); err != nil {
 		return err
 	}
+	src, _ := reg.Source(c.Source.Type)
 	switch {
-	case c.Source.Path == "":
+	case c.Source.Path == "" && src.RawFormat == "":
 		return c.bad("source.path", "missing input path")
 	case c.GN.Name == "" && (c.GN.Model == "" || c.GN.Tokenizer == ""):
 		return c.bad("gn", "name a fetched GN (gn.name) or give gn.model and gn.tokenizer")

@@ -24,11 +24,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/reignpipe/reignpipe/schemas"
 )
@@ -39,64 +36,45 @@ import (
 const Unavailable = "__debezium_unavailable_value"
 
 // Config is the debezium source's keys (the source section of a pipeline whose
-// transport.kafka.raw_format is debezium): which columns of the row make the document.
+// transport.kafka.raw_format is debezium): which columns of the row make the document. They
+// are the postgres source's keys of the same names, meaning the same.
 type Config struct {
-	ID    Columns `yaml:"id" default:"—" doc:"the column(s) that make the document id, joined by /: the table's primary key (a delete carries only those, unless REPLICA IDENTITY FULL)"`
-	Title string  `yaml:"title" default:"none" doc:"the column of the title"`
-	Text  Columns `yaml:"text" default:"—" doc:"the column(s) that make the text, in order, joined by separator; null columns are left out"`
-	// Separator is a pointer so that an explicit "" (columns run together) differs from the
-	// key left out.
-	Separator *string `yaml:"separator" default:"a blank line" doc:"what joins the text columns"`
+	IDColumn    string   `yaml:"id_column" default:"id" doc:"the column whose value is the document id; it must be the primary key or the replica identity, so a delete names it"`
+	TitleColumn string   `yaml:"title_column" default:"none" doc:"the column holding the title; empty: documents have no title"`
+	TextColumns []string `yaml:"text_columns" default:"[text]" doc:"the columns whose values, joined by a blank line, are the text; NULL or empty ones are left out"`
+	// TextSeparator is a pointer so that an explicit "" (columns run together) differs from
+	// the key left out.
+	TextSeparator *string `yaml:"text_separator" default:"a blank line" doc:"what joins the text columns"`
 }
 
-// Columns is one column name or a list of them ("id: id" or "text: [summary, body]").
-type Columns []string
-
-// UnmarshalYAML takes a scalar as a list of one.
-func (c *Columns) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind == yaml.ScalarNode {
-		*c = Columns{n.Value}
-		return nil
-	}
-	var l []string
-	if err := n.Decode(&l); err != nil {
-		return err
-	}
-	*c = l
-	return nil
+// DefaultConfig is the configuration of a debezium source whose keys are left out.
+func DefaultConfig() Config {
+	return Config{IDColumn: "id", TextColumns: []string{"text"}}
 }
 
-var columnRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]*$`)
-
-// Validate reports a missing or malformed key through bad.
+// Validate reports the first bad value through bad, by its key ("text_columns").
 func (c Config) Validate(bad func(key, format string, args ...any) error) error {
-	if len(c.ID) == 0 {
-		return bad("id", "missing: name the column(s) of the table's primary key that make the document id")
+	switch {
+	case c.IDColumn == "":
+		return bad("id_column", "name the column holding the document id, e.g. id_column: id")
+	case len(c.TextColumns) == 0:
+		return bad("text_columns", "name at least one column holding the text, e.g. text_columns: [body]")
 	}
-	if len(c.Text) == 0 {
-		return bad("text", "missing: name the column(s) that make the document's text")
-	}
-	check := func(key string, cols []string) error {
-		seen := map[string]bool{}
-		for _, col := range cols {
-			if !columnRe.MatchString(col) {
-				return bad(key, "%q is not a column name", col)
-			}
-			if seen[col] {
-				return bad(key, "names column %q twice", col)
-			}
-			seen[col] = true
+	seen := map[string]string{c.IDColumn: "id_column"}
+	if c.TitleColumn != "" {
+		if k, ok := seen[c.TitleColumn]; ok {
+			return bad("title_column", "%q is already source.%s", c.TitleColumn, k)
 		}
-		return nil
+		seen[c.TitleColumn] = "title_column"
 	}
-	if err := check("id", c.ID); err != nil {
-		return err
-	}
-	if err := check("text", c.Text); err != nil {
-		return err
-	}
-	if c.Title != "" && !columnRe.MatchString(c.Title) {
-		return bad("title", "%q is not a column name", c.Title)
+	for _, col := range c.TextColumns {
+		if col == "" {
+			return bad("text_columns", "a column name is empty")
+		}
+		if k, ok := seen[col]; ok {
+			return bad("text_columns", "%q is already source.%s", col, k)
+		}
+		seen[col] = "text_columns"
 	}
 	return nil
 }
@@ -108,7 +86,7 @@ type Decoder struct {
 	separator string
 }
 
-// NewDecoder decodes events into documents with ids "<source>:<id columns>"; source ""
+// NewDecoder decodes events into documents with ids "<source>:<id column>"; source ""
 // takes the table's name from each event (source.table).
 func NewDecoder(cfg Config, source string) (*Decoder, error) {
 	if err := cfg.Validate(func(key, format string, args ...any) error {
@@ -117,8 +95,8 @@ func NewDecoder(cfg Config, source string) (*Decoder, error) {
 		return nil, err
 	}
 	sep := "\n\n"
-	if cfg.Separator != nil {
-		sep = *cfg.Separator
+	if cfg.TextSeparator != nil {
+		sep = *cfg.TextSeparator
 	}
 	return &Decoder{cfg: cfg, source: source, separator: sep}, nil
 }
@@ -213,13 +191,13 @@ func (d *Decoder) Decode(value []byte) (schemas.Document, string, error) {
 		doc.Deleted = true
 		return doc, "", nil
 	}
-	if d.cfg.Title != "" {
-		if doc.Title, _, err = text(row, d.cfg.Title); err != nil {
+	if d.cfg.TitleColumn != "" {
+		if doc.Title, _, err = text(row, d.cfg.TitleColumn); err != nil {
 			return doc, "", at(err)
 		}
 	}
-	parts := make([]string, 0, len(d.cfg.Text))
-	for _, col := range d.cfg.Text {
+	parts := make([]string, 0, len(d.cfg.TextColumns))
+	for _, col := range d.cfg.TextColumns {
 		s, present, err := text(row, col)
 		if err != nil {
 			return doc, "", at(err)
@@ -268,20 +246,17 @@ func columns(image json.RawMessage) (map[string]json.RawMessage, error) {
 }
 
 func (d *Decoder) id(row map[string]json.RawMessage, which string) (string, error) {
-	parts := make([]string, len(d.cfg.ID))
-	for i, col := range d.cfg.ID {
-		s, present, err := text(row, col)
-		switch {
-		case err != nil:
-			return "", err
-		case !present:
-			return "", fmt.Errorf("id column %q is null or missing in %s: the id columns must be the table's primary key (a delete's before image has only those, unless REPLICA IDENTITY FULL)", col, which)
-		case s == "":
-			return "", fmt.Errorf("id column %q is empty", col)
-		}
-		parts[i] = s
+	col := d.cfg.IDColumn
+	s, present, err := text(row, col)
+	switch {
+	case err != nil:
+		return "", err
+	case !present:
+		return "", fmt.Errorf("id column %q is null in %s: it must be the table's primary key (a delete's before image has only that, unless REPLICA IDENTITY FULL)", col, which)
+	case s == "":
+		return "", fmt.Errorf("id column %q is empty", col)
 	}
-	return strings.Join(parts, "/"), nil
+	return s, nil
 }
 
 // text is a column's value as text: a string as is, a number or boolean as written; present

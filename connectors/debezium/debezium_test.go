@@ -2,7 +2,6 @@ package debezium
 
 import (
 	"bufio"
-	"encoding/json"
 	"os"
 	"reflect"
 	"strings"
@@ -29,7 +28,7 @@ func wrap(payload string) string {
 }
 
 func TestDecode(t *testing.T) {
-	cfg := Config{ID: Columns{"id"}, Title: "title", Text: Columns{"summary", "body"}}
+	cfg := Config{IDColumn: "id", TitleColumn: "title", TextColumns: []string{"summary", "body"}}
 	src := func(lsn string) string {
 		return `"source":{"version":"3.6.1.Final","connector":"postgresql","name":"dbz","snapshot":"false","db":"reignpipe","schema":"public","table":"articles","txId":7,"lsn":` + lsn + `}`
 	}
@@ -54,10 +53,10 @@ func TestDecode(t *testing.T) {
 			want: schemas.Document{ID: "articles:42", Source: "articles", Version: "400", Deleted: true}},
 		{name: "source.name prefixes the ids", source: "kb", payload: `{"after":{"id":"a-1","title":null,"summary":"S","body":"B"},` + src("1") + `,"op":"c"}`,
 			want: schemas.Document{ID: "kb:a-1", Source: "kb", Version: "1", Text: "S\n\nB"}},
-		{name: "composite id, separator, numbers and booleans as text",
-			cfg:     &Config{ID: Columns{"tenant", "id"}, Text: Columns{"body", "n", "ok"}, Separator: ptr(" | ")},
+		{name: "a bigint id exactly, text_separator, numbers and booleans as text",
+			cfg:     &Config{IDColumn: "id", TextColumns: []string{"body", "n", "ok"}, TextSeparator: ptr(" | ")},
 			payload: `{"after":{"tenant":"acme","id":9007199254740993,"body":"B","n":1.5,"ok":true},` + src("5") + `,"op":"c"}`,
-			want:    schemas.Document{ID: "articles:acme/9007199254740993", Source: "articles", Version: "5", Text: "B | 1.5 | true"}},
+			want:    schemas.Document{ID: "articles:9007199254740993", Source: "articles", Version: "5", Text: "B | 1.5 | true"}},
 		{name: "tombstone (null value)", payload: `null`, skip: SkipTombstone},
 		{name: "logical message", payload: `{"op":"m",` + src("9") + `}`, skip: SkipMessage},
 		{name: "truncate", payload: `{"op":"t",` + src("9") + `}`, err: `op "t" at lsn 9: a TRUNCATE`},
@@ -115,7 +114,7 @@ func TestRecordedEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	d := decoder(t, Config{ID: Columns{"id"}, Title: "title", Text: Columns{"body"}}, "")
+	d := decoder(t, Config{IDColumn: "id", TitleColumn: "title", TextColumns: []string{"body"}}, "")
 	var got []schemas.Document
 	var skips []string
 	sc := bufio.NewScanner(f)
@@ -164,17 +163,17 @@ func TestConfigYAML(t *testing.T) {
 		want Config
 		err  string
 	}{
-		{yaml: "id: id\ntext: body\n", want: Config{ID: Columns{"id"}, Text: Columns{"body"}}},
-		{yaml: "id: [tenant, id]\ntitle: title\ntext: [summary, body]\nseparator: ''\n",
-			want: Config{ID: Columns{"tenant", "id"}, Title: "title", Text: Columns{"summary", "body"}, Separator: ptr("")}},
-		{yaml: "text: body\n", err: "id: missing"},
-		{yaml: "id: id\n", err: "text: missing"},
-		{yaml: "id: id\ntext: [body, body]\n", err: `text: names column "body" twice`},
-		{yaml: "id: 'a b'\ntext: body\n", err: `id: "a b" is not a column name`},
-		{yaml: "id: id\ntitle: 'x;y'\ntext: body\n", err: `title: "x;y" is not a column name`},
+		{yaml: "{}\n", want: DefaultConfig()},
+		{yaml: "id_column: article_id\ntitle_column: title\ntext_columns: [summary, body]\ntext_separator: ''\n",
+			want: Config{IDColumn: "article_id", TitleColumn: "title", TextColumns: []string{"summary", "body"}, TextSeparator: ptr("")}},
+		{yaml: "id_column: ''\n", err: "id_column: name the column"},
+		{yaml: "text_columns: []\n", err: "text_columns: name at least one"},
+		{yaml: "text_columns: [body, body]\n", err: `text_columns: "body" is already source.text_columns`},
+		{yaml: "title_column: id\n", err: `title_column: "id" is already source.id_column`},
+		{yaml: "text_columns: [body, '']\n", err: "text_columns: a column name is empty"},
 	}
 	for _, c := range cases {
-		var cfg Config
+		cfg := DefaultConfig()
 		if err := yaml.Unmarshal([]byte(c.yaml), &cfg); err != nil {
 			t.Fatal(err)
 		}
@@ -189,10 +188,8 @@ func TestConfigYAML(t *testing.T) {
 			t.Errorf("%q: %v", c.yaml, err)
 			continue
 		}
-		a, _ := json.Marshal(cfg)
-		b, _ := json.Marshal(c.want)
-		if string(a) != string(b) {
-			t.Errorf("%q: got %s, want %s", c.yaml, a, b)
+		if !reflect.DeepEqual(cfg, c.want) {
+			t.Errorf("%q: got %+v, want %+v", c.yaml, cfg, c.want)
 		}
 	}
 }
@@ -210,7 +207,7 @@ func FuzzDecode(f *testing.F) {
 			f.Add([]byte(line))
 		}
 	}
-	d := decoder(f, Config{ID: Columns{"id"}, Title: "title", Text: Columns{"body"}}, "")
+	d := decoder(f, Config{IDColumn: "id", TitleColumn: "title", TextColumns: []string{"body"}}, "")
 	f.Fuzz(func(t *testing.T, v []byte) {
 		doc, skip, err := d.Decode(v)
 		if err != nil || skip != "" {

@@ -54,6 +54,10 @@ type Source struct {
 	// with a default and a doc tag. nil: the type has no keys of its own.
 	Config func() any
 	Open   func(c SourceConfig) (connectors.Source, error)
+	// RawFormat names the transport.kafka.raw_format of a source that is the records of a
+	// Kafka topic others write rather than files (debezium): source.path does not apply, and
+	// the pipeline needs transport.type: kafka with that raw_format.
+	RawFormat string
 }
 
 // Sink is a sink type (sinks[].type).
