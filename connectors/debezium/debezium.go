@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/reignpipe/reignpipe/schemas"
@@ -158,7 +159,7 @@ func (d *Decoder) Decode(value []byte) (schemas.Document, string, error) {
 		return schemas.Document{}, "", at(fmt.Errorf("unknown op %q", e.Op))
 	}
 	version := e.Source.LSN.String()
-	if !isDigits(version) {
+	if _, err := strconv.ParseUint(version, 10, 64); err != nil {
 		return schemas.Document{}, "", at(fmt.Errorf("source.lsn %q is not a log position: the version of a change must order it (is this a PostgreSQL connector's event?)", version))
 	}
 	source := d.source
@@ -283,16 +284,4 @@ func text(row map[string]json.RawMessage, col string) (s string, present bool, e
 	}
 	// A number or true/false, as the converter wrote it.
 	return string(raw), true, nil
-}
-
-func isDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
 }
