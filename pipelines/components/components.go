@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/connectors/debezium"
 	"github.com/reignpipe/reignpipe/connectors/jsonl"
 	"github.com/reignpipe/reignpipe/connectors/kafka"
 	"github.com/reignpipe/reignpipe/connectors/multifile"
@@ -32,7 +33,7 @@ import (
 // Builtin returns the registry of the built-in components, in the order help lists them.
 func Builtin() *registry.Registry {
 	return &registry.Registry{
-		Sources: []registry.Source{wikipediaSource(), jsonlSource(), usptoSource(), postgresSource()},
+		Sources: []registry.Source{wikipediaSource(), jsonlSource(), usptoSource(), postgresSource(), debeziumSource()},
 		Sinks: []registry.Sink{
 			fileSink("parquet", "Parquet vector part files", openParquet),
 			fileSink("jsonl", "JSONL vector part files, each with its sha256", openJSONL),
@@ -94,6 +95,30 @@ func postgresSource() registry.Source {
 			return pgcdc.Open(ctx, pgcdc.Options{Config: *p, Pipeline: c.Pipeline, Source: c.Name, StateFile: c.StateFile})
 		},
 	}
+}
+
+func debeziumSource() registry.Source {
+	config := func() any { c := debezium.DefaultConfig(); return &c }
+	return registry.Source{
+		Type: "debezium", Doc: "Debezium change events of a table, read from Kafka (transport.kafka.raw_format: debezium)",
+		Config: config, RawFormat: "debezium",
+		Open: func(context.Context, registry.SourceConfig) (connectors.Source, error) {
+			// The loader refuses the pipeline before this: Debezium writes the topic, the
+			// embed and process stages read it.
+			return nil, errors.New("source.type: debezium is read by `reignpipe stage process` (or embed) from the topic Debezium writes, not opened by a run")
+		},
+	}
+}
+
+// DebeziumDecoder decodes the raw topic's change events into documents with the columns the
+// debezium source names, ids prefixed by source.name (default: each event's table).
+func DebeziumDecoder(c registry.SourceConfig) kafka.Decoder {
+	d, err := debezium.NewDecoder(*settingsOf[*debezium.Config](c.Settings, func() any { c := debezium.DefaultConfig(); return &c }), c.Name)
+	if err != nil {
+		// The loader validated the same settings with the same rule.
+		panic(fmt.Sprintf("components: debezium source settings: %v", err))
+	}
+	return d.Decode
 }
 
 // USPTOConfig is the uspto source's own keys: which parts of a patent make its text, and how
