@@ -20,7 +20,7 @@ GO ?= go
 RACE_PKGS := ./pipelines/engine/runner/ ./pipelines/engine/cluster/ ./stages/gn/ ./stages/shardcache/ ./connectors/vectorfile/ \
 	./connectors/watchdir/ ./connectors/kafka/ ./internal/kafkaclient/ ./internal/kafkaclient/offsets/ ./connectors/pgvector/ ./pipelines/serving/serve/
 
-.PHONY: all build fetch fetch-gpu bench-gpu gn-optimized gn-int8 gn-int8r kafka postgres tools pydeps train-deps demo test test-go test-unshared fuzz-smoke fuzz bench bench-peers clean
+.PHONY: all build fetch fetch-gpu bench-gpu gn-optimized gn-int8 gn-int8r kafka kafka-connect postgres tools pydeps train-deps demo test test-go test-unshared fuzz-smoke fuzz bench bench-peers clean
 
 all: build
 
@@ -37,6 +37,11 @@ fetch-gpu:
 # The Apache Kafka broker the Kafka tests run against (jars from Maven Central).
 kafka:
 	@ops/kafka fetch >/dev/null
+
+# Kafka Connect (the runtime of the Kafka above) with Debezium's PostgreSQL connector plugin, the
+# change-data-capture path the Debezium tests run against.
+kafka-connect: kafka
+	@ops/kafka-connect fetch >/dev/null
 
 # PostgreSQL 15 with pgvector, the vector store the database tests run against: Debian's packages
 # unpacked into $(REIGNPIPE_HOME)/postgres without a system install, pgvector built from source.
@@ -68,17 +73,19 @@ demo: fetch build
 # fails instead of skipping, so nothing passes by not running. Tests on ../shared/data still skip
 # without it. ops/with-kafka starts the broker for the Go tests (REIGNPIPE_KAFKA_BROKERS,
 # REIGNPIPE_KAFKA_CTL) and ops/with-postgres the PostgreSQL server (REIGNPIPE_PG_DSN,
-# REIGNPIPE_PG_CTL), and each stops its server afterwards, also when they fail.
-test: fetch pydeps train-deps gn-int8r kafka postgres tools
-	ops/with-kafka ops/with-postgres $(MAKE) --no-print-directory test-go
+# REIGNPIPE_PG_CTL), ops/with-kafka-connect the Kafka Connect worker with Debezium
+# (REIGNPIPE_CONNECT_URL, REIGNPIPE_CONNECT_CTL), and each stops its server afterwards, also
+# when they fail.
+test: fetch pydeps train-deps gn-int8r kafka kafka-connect postgres tools
+	ops/with-kafka ops/with-postgres ops/with-kafka-connect $(MAKE) --no-print-directory test-go
 	$(MAKE) --no-print-directory fuzz-smoke
 
 # The suite once more as a fresh clone without ../shared sees it: the tests' shared data root
 # points at an empty folder, so every test on it must skip cleanly or use its own fixture.
 # .ci/run runs it after `make test`.
-test-unshared: fetch pydeps train-deps gn-int8r kafka postgres tools
+test-unshared: fetch pydeps train-deps gn-int8r kafka kafka-connect postgres tools
 	@empty=$$(mktemp -d) && trap 'rm -rf "$$empty"' EXIT && \
-	  REIGNPIPE_SHARED_DATA=$$empty ops/with-kafka ops/with-postgres env REIGNPIPE_STRICT=1 REIGNPIPE_PYTHON=$(PY) $(GO) test -count=1 -timeout 30m ./...
+	  REIGNPIPE_SHARED_DATA=$$empty ops/with-kafka ops/with-postgres ops/with-kafka-connect env REIGNPIPE_STRICT=1 REIGNPIPE_PYTHON=$(PY) $(GO) test -count=1 -timeout 30m ./...
 
 test-go:
 	REIGNPIPE_STRICT=1 REIGNPIPE_PYTHON=$(PY) $(GO) test -count=1 -timeout 30m ./...
@@ -93,7 +100,7 @@ SMOKE_FUZZ := ./pipelines/serving/serve/:FuzzReadRequest ./connectors/uspto/pate
 	./connectors/wikipedia/:FuzzParseNamespaces ./connectors/wikipedia/:FuzzScanBounded ./connectors/textpolicy/:FuzzClean \
 	./schemas/:FuzzDecodeChunkDoc ./schemas/:FuzzDecodeDocVector ./schemas/:FuzzDecodeRawDocument \
 	./internal/kafkaclient/fragment/:FuzzFragmentHeaders ./internal/kafkaclient/fragment/:FuzzAssembler \
-	./pipelines/quality/dataset/:FuzzLoCoRecords ./pipelines/:FuzzExpand
+	./pipelines/quality/dataset/:FuzzLoCoRecords ./pipelines/:FuzzExpand ./connectors/pgcdc/:FuzzParseChange ./connectors/debezium/:FuzzDecode
 SMOKE_FUZZTIME ?= 50000x
 fuzz-smoke:
 	@for t in $(SMOKE_FUZZ); do pkg=$${t%%:*}; fn=$${t##*:}; \

@@ -385,8 +385,11 @@ func (c *Config) Validate() error {
 	if err := reg.CheckSource(c.Source, c.under("source")); err != nil {
 		return err
 	}
+	src, _ := reg.Source(c.Source.Type)
 	switch {
-	case c.Source.Path == "":
+	case (src.NoPath || src.RawFormat != "") && c.Source.Path != "":
+		return c.bad("source.path", "the %s source reads no path; its own keys name what it reads", c.Source.Type)
+	case c.Source.Path == "" && !src.NoPath && src.RawFormat == "":
 		return c.bad("source.path", "missing input path")
 	case c.GN.Name == "" && (c.GN.Model == "" || c.GN.Tokenizer == ""):
 		return c.bad("gn", "name a fetched GN (gn.name) or give gn.model and gn.tokenizer")

@@ -71,7 +71,7 @@ func TestRejectsWithLine(t *testing.T) {
 		{"settle without watch", strings.Replace(minimal, "  path: in.jsonl\n", "  path: in.jsonl\n  settle: 5s\n", 1), "source.settle: applies only with watch"},
 		{"negative settle", strings.Replace(minimal, "  path: in.jsonl\n", "  path: in.jsonl\n  watch: true\n  settle: -1s\n", 1), "source.settle: must be >= 0"},
 		{"negative workers", minimal + "run:\n  tokenize_workers: -1\n", "line 10: run.tokenize_workers"},
-		{"unknown source names the registered ones", strings.Replace(minimal, "type: jsonl", "type: rss", 1), "unknown source \"rss\" (wikipedia, jsonl, uspto)"},
+		{"unknown source names the registered ones", strings.Replace(minimal, "type: jsonl", "type: rss", 1), "unknown source \"rss\" (wikipedia, jsonl, uspto, postgres, debezium)"},
 		{"watch on wikipedia", strings.Replace(minimal, "type: jsonl", "type: wikipedia\n  watch: true", 1), "line 5: source.watch: applies only to the jsonl and uspto sources"},
 		{"workers on jsonl", strings.Replace(minimal, "  path: in.jsonl\n", "  path: in.jsonl\n  workers: 4\n", 1), "line 6: source.workers: applies only to the wikipedia source"},
 		{"checkpoint on meanpool", minimal + "aggregate:\n  checkpoint: ck\n", "line 10: aggregate.checkpoint: applies only to the reign aggregator"},

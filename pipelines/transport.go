@@ -27,6 +27,10 @@ type KafkaConfig struct {
 	// Topics derives the topic names: <topics>.raw, .chunks, .vectors, .deadletter, and the
 	// compacted .windows and .manifests.
 	Topics string `yaml:"topics"`
+	// RawTopicName replaces <topics>.raw as the topic the embed and process stages read (and
+	// ingest writes): the topic another producer already writes, such as Debezium's
+	// <topic.prefix>.<schema>.<table>.
+	RawTopicName string `yaml:"raw_topic"`
 	// Group prefixes the consumer groups: <group>.embed, <group>.aggregate. Default: topics.
 	Group string `yaml:"group"`
 	// Partitions and ReplicationFactor are used when a topic is missing and gets created.
@@ -44,9 +48,10 @@ type KafkaConfig struct {
 	// document, its chunk embeddings) are split into fragments, so broker limits stay as they are.
 	MaxRecordBytes int    `yaml:"max_record_bytes"`
 	Compression    string `yaml:"compression"` // zstd | lz4 | snappy | gzip | none
-	// RawFormat is the value format of the raw topic: json (reignpipe's raw document) or
+	// RawFormat is the value format of the raw topic: json (reignpipe's raw document),
 	// uspto-xml (one USPTO full-text XML document per record, as some feeds are pushed;
-	// source.sections picks the text).
+	// source.sections picks the text) or debezium (Debezium's change events of a table,
+	// JsonConverter with or without schemas; source.type debezium names the columns).
 	RawFormat   string `yaml:"raw_format"`
 	StartOffset string `yaml:"start_offset"` // earliest | latest, for a group without offsets
 	TLS         *struct {
@@ -96,7 +101,12 @@ func (r Retention) Millis() (int64, error) {
 }
 
 // Topic names.
-func (k KafkaConfig) RawTopic() string        { return k.Topics + ".raw" }
+func (k KafkaConfig) RawTopic() string {
+	if k.RawTopicName != "" {
+		return k.RawTopicName
+	}
+	return k.Topics + ".raw"
+}
 func (k KafkaConfig) ChunksTopic() string     { return k.Topics + ".chunks" }
 func (k KafkaConfig) VectorsTopic() string    { return k.Topics + ".vectors" }
 func (k KafkaConfig) DeadLetterTopic() string { return k.Topics + ".deadletter" }
@@ -143,10 +153,20 @@ func (c *Config) validateTransport() error {
 			return c.bad(fmt.Sprintf("sinks.%d.type", i), "a %s sink needs transport.type: %s (its connection settings live there)", s.Type, typ.Transport)
 		}
 	}
+	// A source that is a topic's records in a raw format, and a raw format that takes its
+	// settings from such a source, come together.
+	if src, _ := reg.Source(c.Source.Type); src.RawFormat != "" && (t.Type != "kafka" || t.Kafka.RawFormat != src.RawFormat) {
+		return c.bad("source.type", "a %s source is the change events on a Kafka topic, read by `reignpipe stage process`: set transport.type: kafka and transport.kafka.raw_format: %s", src.Type, src.RawFormat)
+	}
 	if t.Type == "embedded" {
 		return nil
 	}
 	k := t.Kafka
+	for _, s := range reg.Sources {
+		if s.RawFormat != "" && s.RawFormat == k.RawFormat && c.Source.Type != s.Type {
+			return c.bad("transport.kafka.raw_format", "%s takes the columns that make a document from the source section: set source.type: %s", k.RawFormat, s.Type)
+		}
+	}
 	switch {
 	case len(k.Brokers) == 0:
 		return c.bad("transport.kafka.brokers", "at least one bootstrap broker (host:port) is needed")
@@ -162,8 +182,10 @@ func (c *Config) validateTransport() error {
 		return c.bad("transport.kafka.max_record_bytes", "%d is below 64 KiB", k.MaxRecordBytes)
 	case k.Compression != "zstd" && k.Compression != "lz4" && k.Compression != "snappy" && k.Compression != "gzip" && k.Compression != "none":
 		return c.bad("transport.kafka.compression", "%q is not zstd, lz4, snappy, gzip or none", k.Compression)
-	case k.RawFormat != "json" && k.RawFormat != "uspto-xml":
-		return c.bad("transport.kafka.raw_format", "%q is not json or uspto-xml", k.RawFormat)
+	case k.RawFormat != "json" && k.RawFormat != "uspto-xml" && k.RawFormat != "debezium":
+		return c.bad("transport.kafka.raw_format", "%q is not json, uspto-xml or debezium", k.RawFormat)
+	case k.RawTopicName != "" && !topicRe.MatchString(k.RawTopicName):
+		return c.bad("transport.kafka.raw_topic", "%q is not a valid topic name (letters, digits, . _ -)", k.RawTopicName)
 	case k.StartOffset != "earliest" && k.StartOffset != "latest":
 		return c.bad("transport.kafka.start_offset", "%q is not earliest or latest", k.StartOffset)
 	}

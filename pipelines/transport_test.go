@@ -46,3 +46,45 @@ func TestKafkaRetention(t *testing.T) {
 		})
 	}
 }
+
+// source.type debezium and transport.kafka.raw_format debezium come together; the debezium
+// source reads no file; transport.kafka.raw_topic replaces <topics>.raw.
+func TestDebeziumRawFormat(t *testing.T) {
+	const debeziumSource = "source:\n  type: debezium\n  id_column: article_id\n  text_columns: [summary, body]\n"
+	pipeline := func(source, transport string) string {
+		return "version: 1\nname: t\n" + source + "sinks:\n  - type: parquet\n    dir: out/v\n" + transport
+	}
+	kafka := func(extra string) string {
+		return "transport:\n  type: kafka\n  kafka:\n    brokers: [\"b:9092\"]\n    topics: p\n" + extra
+	}
+	cases := []struct {
+		name, yaml string
+		rawTopic   string
+		wantErr    string
+	}{
+		{name: "debezium", yaml: pipeline(debeziumSource, kafka("    raw_format: debezium\n    raw_topic: dbz.public.articles\n")), rawTopic: "dbz.public.articles"},
+		{name: "default raw topic", yaml: pipeline(debeziumSource, kafka("    raw_format: debezium\n")), rawTopic: "p.raw"},
+		{name: "embedded", yaml: pipeline(debeziumSource, ""), wantErr: "line 4: source.type: a debezium source is the change events on a Kafka topic"},
+		{name: "raw format json", yaml: pipeline(debeziumSource, kafka("")), wantErr: "transport.kafka.raw_format: debezium"},
+		{name: "source jsonl", yaml: pipeline("source:\n  type: jsonl\n  path: in.jsonl\n", kafka("    raw_format: debezium\n")), wantErr: "line 14: transport.kafka.raw_format: debezium takes the columns that make a document from the source section: set source.type: debezium"},
+		{name: "bad column key", yaml: pipeline("source:\n  type: debezium\n  text_columns: []\n", kafka("    raw_format: debezium\n")), wantErr: "source.text_columns: name at least one column"},
+		{name: "bad raw topic", yaml: pipeline(debeziumSource, kafka("    raw_format: debezium\n    raw_topic: a/b\n")), wantErr: `transport.kafka.raw_topic: "a/b" is not a valid topic name`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(c.yaml))
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("error %v, want %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.Transport.Kafka.RawTopic(); got != c.rawTopic {
+				t.Fatalf("raw topic %q, want %q", got, c.rawTopic)
+			}
+		})
+	}
+}

@@ -36,7 +36,7 @@ func TestShapeMessages(t *testing.T) {
 		{"reign key", minimal + "aggregate:\n  type: reign\n  checkpiont: ck\n", "line 11: aggregate.checkpiont: unknown key; did you mean aggregate.checkpoint?"},
 		{"a key of no sink", minimal + "    colour: red\n", "line 9: sinks.0.colour: unknown key (a parquet sink takes type, dir)"},
 		{"a key of the pipeline in a sink", minimal + "    state_dir: s\n", "line 9: sinks.0.state_dir: unknown key; did you mean run.state_dir?"},
-		{"a sink key at the top", minimal + "dsn: postgres://x\n", "line 9: dsn: unknown key; did you mean sinks[].dsn?"},
+		{"a sink key at the top", minimal + "batch_rows: 10\n", "line 9: batch_rows: unknown key; did you mean sinks[].batch_rows?"},
 		{"sink without a type", strings.Replace(minimal, "  - type: parquet\n", "  - dir: out/w\n", 1), "line 7: sinks.0.type: missing: a sink is parquet, jsonl, kafka or pgvector"},
 		{"sink type not a word", strings.Replace(minimal, "type: parquet", "type: [parquet]", 1), "line 7: sinks.0.type: expected a single value, got a list"},
 		{"unknown sink type before its keys", strings.Replace(minimal, "type: parquet", "type: csv", 1), `line 7: sinks.0.type: unknown sink "csv" (parquet, jsonl, kafka, pgvector)`},

@@ -54,7 +54,16 @@ type DocSource struct {
 	mu     sync.Mutex
 	skips  map[string]int64
 	text   textpolicy.Counts // what the text policy changed, guarded by mu
+	// keyedByRow: records are keyed by something other than the document id (KeyedByRow).
+	keyedByRow bool
 }
+
+// KeyedByRow marks the records as keyed otherwise than by document id -- Debezium keys a
+// change by the row's primary key, as JSON -- so the key is not checked against the document's
+// id, and a null value is the decoder's to read (Debezium's tombstone after a delete, which it
+// skips), not a deletion of the key. Call it before the first Read. A row's changes still share
+// a partition: they share its key.
+func (s *DocSource) KeyedByRow() *DocSource { s.keyedByRow = true; return s }
 
 // Decoder turns a raw record value into a document. A non-empty skip reason drops the record
 // (counted by reason, acked at once); an error dead-letters it, naming doc.ID when known.
@@ -100,7 +109,7 @@ func (s *DocSource) document(d kafkaclient.Delivery, doc schemas.Document, err e
 	ack := func(context.Context, error) error { s.c.Ack(d); return nil }
 	s.lease = d.Lease
 	pos := Position(d)
-	if err == nil && d.Key != "" && d.Key != doc.ID {
+	if err == nil && !s.keyedByRow && d.Key != "" && d.Key != doc.ID {
 		// A document keyed otherwise may sit in another partition than its other versions,
 		// and then versions could overtake each other.
 		err = fmt.Errorf("record key %q is not the document id %q", d.Key, doc.ID)

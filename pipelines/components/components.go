@@ -1,5 +1,5 @@
-// Package components declares the built-in component types -- the wikipedia, jsonl and uspto
-// sources, the parquet, jsonl, kafka and pgvector sinks, the meanpool and reign aggregations --
+// Package components declares the built-in component types -- the wikipedia, jsonl, uspto and
+// postgres sources, the parquet, jsonl, kafka and pgvector sinks, the meanpool and reign aggregations --
 // each with its settings (keys, defaults, docs and validation: the connector's own Config
 // struct where it has one, pgvector.Config, vectorfile.Config, ...) and its constructor (see
 // package pipelines/registry). Builtin returns them; nothing registers itself.
@@ -15,9 +15,11 @@ import (
 	"path/filepath"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/connectors/debezium"
 	"github.com/reignpipe/reignpipe/connectors/jsonl"
 	"github.com/reignpipe/reignpipe/connectors/kafka"
 	"github.com/reignpipe/reignpipe/connectors/multifile"
+	"github.com/reignpipe/reignpipe/connectors/pgcdc"
 	"github.com/reignpipe/reignpipe/connectors/pgvector"
 	"github.com/reignpipe/reignpipe/connectors/uspto"
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
@@ -32,7 +34,7 @@ import (
 // Builtin returns the registry of the built-in components, in the order help lists them.
 func Builtin() *registry.Registry {
 	return &registry.Registry{
-		Sources: []registry.Source{wikipediaSource(), jsonlSource(), usptoSource()},
+		Sources: []registry.Source{wikipediaSource(), jsonlSource(), usptoSource(), postgresSource(), debeziumSource()},
 		Sinks: []registry.Sink{
 			fileSink("parquet", "Parquet vector part files", openParquet),
 			fileSink("jsonl", "JSONL vector part files, each with its sha256", openJSONL),
@@ -62,9 +64,8 @@ func wikipediaSource() registry.Source {
 		Type:   "wikipedia",
 		Doc:    "MediaWiki pages-articles XML: plain, .bz2 or multistream .bz2 with its index",
 		Config: config,
-		Open: func(c registry.SourceConfig) (connectors.Source, error) {
+		Open: func(ctx context.Context, c registry.SourceConfig) (connectors.Source, error) {
 			w := settingsOf[*wikipedia.Config](c.Settings, config)
-			ctx := context.Background()
 			if _, err := c.Store.Stat(ctx, c.Path); errors.Is(err, fs.ErrNotExist) {
 				return nil, fmt.Errorf("source.path: %q does not exist%s", c.Path, relativeHint(c.Path))
 			}
@@ -78,12 +79,48 @@ func jsonlSource() registry.Source {
 	config := func() any { return &watchdir.Config{} }
 	return registry.Source{
 		Type: "jsonl", Doc: "one JSON document per line (id, title, text)", Config: config,
-		Open: func(c registry.SourceConfig) (connectors.Source, error) {
-			return files(c, *settingsOf[*watchdir.Config](c.Settings, config), func(ctx context.Context, p string) (connectors.Source, error) {
+		Open: func(ctx context.Context, c registry.SourceConfig) (connectors.Source, error) {
+			return files(ctx, c, *settingsOf[*watchdir.Config](c.Settings, config), func(ctx context.Context, p string) (connectors.Source, error) {
 				return jsonl.OpenIn(ctx, c.Store, jsonl.Options{Path: p, Source: c.Name, MaxLineBytes: jsonlLineBound(c.MaxDocBytes)})
 			})
 		},
 	}
+}
+
+func postgresSource() registry.Source {
+	config := func() any { c := pgcdc.DefaultConfig(); return &c }
+	return registry.Source{
+		Type: "postgres", Doc: "a PostgreSQL table: a snapshot of its rows, then its inserts, updates and deletes (logical replication)", Config: config, NoPath: true,
+		Open: func(ctx context.Context, c registry.SourceConfig) (connectors.Source, error) {
+			p := settingsOf[*pgcdc.Config](c.Settings, config)
+			// The state file in run.state_dir records that the snapshot is durable downstream.
+			return pgcdc.Open(ctx, pgcdc.Options{Config: *p, Pipeline: c.Pipeline, Source: c.Name, StateFile: c.StateFile})
+		},
+	}
+}
+
+func debeziumSource() registry.Source {
+	config := func() any { c := debezium.DefaultConfig(); return &c }
+	return registry.Source{
+		Type: "debezium", Doc: "Debezium change events of a table, read from Kafka (transport.kafka.raw_format: debezium)",
+		Config: config, RawFormat: "debezium",
+		Open: func(context.Context, registry.SourceConfig) (connectors.Source, error) {
+			// The loader refuses the pipeline before this: Debezium writes the topic, the
+			// embed and process stages read it.
+			return nil, errors.New("source.type: debezium is read by `reignpipe stage process` (or embed) from the topic Debezium writes, not opened by a run")
+		},
+	}
+}
+
+// DebeziumDecoder decodes the raw topic's change events into documents with the columns the
+// debezium source names, ids prefixed by source.name (default: each event's table).
+func DebeziumDecoder(c registry.SourceConfig) kafka.Decoder {
+	d, err := debezium.NewDecoder(*settingsOf[*debezium.Config](c.Settings, func() any { c := debezium.DefaultConfig(); return &c }), c.Name)
+	if err != nil {
+		// The loader validated the same settings with the same rule.
+		panic(fmt.Sprintf("components: debezium source settings: %v", err))
+	}
+	return d.Decode
 }
 
 // USPTOConfig is the uspto source's own keys: which parts of a patent make its text, and how
@@ -115,9 +152,9 @@ func usptoSource() registry.Source {
 	config := func() any { return &USPTOConfig{} }
 	return registry.Source{
 		Type: "uspto", Doc: "USPTO full-text grants and applications, .xml or .zip", Config: config,
-		Open: func(c registry.SourceConfig) (connectors.Source, error) {
+		Open: func(ctx context.Context, c registry.SourceConfig) (connectors.Source, error) {
 			u := settingsOf[*USPTOConfig](c.Settings, config)
-			return files(c, u.Files, func(ctx context.Context, p string) (connectors.Source, error) {
+			return files(ctx, c, u.Files, func(ctx context.Context, p string) (connectors.Source, error) {
 				return uspto.OpenIn(ctx, c.Store, uspto.Options{Path: p, Sections: u.Text.Sections, MaxDocBytes: markupBound(c.MaxDocBytes)})
 			})
 		},
@@ -149,8 +186,7 @@ func markupBound(maxDocBytes int64) int64 {
 
 // files opens a path of per-file sources: watched, or a fixed set read once. A path that
 // names no input is reported as source.path's, the key the user wrote it under.
-func files(c registry.SourceConfig, w watchdir.Config, open func(context.Context, string) (connectors.Source, error)) (connectors.Source, error) {
-	ctx := context.Background()
+func files(ctx context.Context, c registry.SourceConfig, w watchdir.Config, open func(context.Context, string) (connectors.Source, error)) (connectors.Source, error) {
 	if w.Watch {
 		if isDir, err := c.Store.IsDir(ctx, c.Path); err != nil || !isDir {
 			if err != nil && objstore.IsS3(c.Path) {

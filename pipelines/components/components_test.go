@@ -29,7 +29,7 @@ func openSource(t *testing.T, typ string, c registry.SourceConfig) connectors.So
 	if !ok {
 		t.Fatalf("no source %q", typ)
 	}
-	src, err := s.Open(c)
+	src, err := s.Open(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package components
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,7 +41,7 @@ func TestSourcePathMessages(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			typ, _ := reg.Source(c.c.Type)
-			_, err := typ.Open(c.c)
+			_, err := typ.Open(context.Background(), c.c)
 			if err == nil || !strings.HasPrefix(err.Error(), c.want) {
 				t.Fatalf("%v\nwant %q", err, c.want)
 			}

@@ -31,7 +31,7 @@ func ExampleRegistry() {
 		Type:   "greeting",
 		Doc:    "one document per name in path (a comma-separated list)",
 		Config: config,
-		Open: func(c registry.SourceConfig) (connectors.Source, error) {
+		Open: func(_ context.Context, c registry.SourceConfig) (connectors.Source, error) {
 			g := c.Settings.(*greeting)
 			return memsource.New(memsource.Options{Source: "greeting", Len: 1,
 				At: func(int) memsource.Doc { return memsource.Doc{ID: "1", Text: g.Salute + " " + c.Path} }})
@@ -51,7 +51,7 @@ func ExampleRegistry() {
 	fmt.Println(reg.CheckSource(registry.SourceConfig{Type: "rss"}, bad))
 	fmt.Println(reg.CheckSource(registry.SourceConfig{Type: "greeting", Settings: &greeting{Salute: " "}}, bad))
 
-	s, err := src.Open(registry.SourceConfig{Type: "greeting", Path: "world", Settings: &greeting{Salute: "hi"}})
+	s, err := src.Open(context.Background(), registry.SourceConfig{Type: "greeting", Path: "world", Settings: &greeting{Salute: "hi"}})
 	if err != nil {
 		fmt.Println(err)
 		return

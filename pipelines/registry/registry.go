@@ -54,7 +54,15 @@ type Source struct {
 	// yaml-tagged fields (the keys beyond the ones every source reads, SourceConfig's), each
 	// with a default and a doc tag. nil: the type has no keys of its own.
 	Config func() any
-	Open   func(c SourceConfig) (connectors.Source, error)
+	// NoPath: the type reads no source.path (a database table is named by its own keys).
+	NoPath bool
+	// Open opens the source; ctx bounds what opening waits for (a database to connect to), as
+	// Sink.Open's does. The source's reads take their own contexts.
+	Open func(ctx context.Context, c SourceConfig) (connectors.Source, error)
+	// RawFormat names the transport.kafka.raw_format of a source that is the records of a
+	// Kafka topic others write rather than files (debezium): source.path does not apply, and
+	// the pipeline needs transport.type: kafka with that raw_format.
+	RawFormat string
 }
 
 // Sink is a sink type (sinks[].type).

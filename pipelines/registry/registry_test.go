@@ -37,7 +37,7 @@ type unvalidated struct {
 }
 
 func testRegistry() *Registry {
-	open := func(SourceConfig) (connectors.Source, error) { return nil, nil }
+	open := func(context.Context, SourceConfig) (connectors.Source, error) { return nil, nil }
 	return &Registry{Sources: []Source{
 		{Type: "a", Config: func() any { return &sectionSettings{} }, Open: open},
 		{Type: "b", Config: func() any { return &watchSettings{Poll: 10 * time.Second} }, Open: open},
@@ -122,7 +122,7 @@ func TestValidateRefuses(t *testing.T) {
 	if err := r.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	open := func(SourceConfig) (connectors.Source, error) { return nil, nil }
+	open := func(context.Context, SourceConfig) (connectors.Source, error) { return nil, nil }
 	cases := []struct {
 		name string
 		edit func(r *Registry)

@@ -27,6 +27,9 @@ type SourceConfig struct {
 	StateFile string `yaml:"-"`
 	// Store opens Path (local, or s3:// as the pipeline's s3 section says); nil: local only.
 	Store *objstore.Store `yaml:"-"`
+	// Pipeline is the pipeline's name (set by the runner), for the names a source derives
+	// from it: the postgres source's replication slot and publication.
+	Pipeline string `yaml:"-"`
 }
 
 // SinkConfig is one output (a sinks[] entry): its type and that type's keys.

@@ -42,6 +42,7 @@ var rawFormats = map[string]func(pipelines.SourceConfig) kafka.Decoder{
 	"uspto-xml": func(c pipelines.SourceConfig) kafka.Decoder {
 		return func(v []byte) (schemas.Document, string, error) { return uspto.DecodeXML(v, components.Sections(c)) }
 	},
+	"debezium": components.DebeziumDecoder,
 }
 
 // StageOptions tune one stage process.
@@ -107,7 +108,11 @@ func Stage(ctx context.Context, cfg *pipelines.Config, name string, o StageOptio
 				return nil, err
 			}
 			cons.Store(c)
-			return idleSourceOf(kafka.NewDocSource(c, rawFormats[cfg.Transport.Kafka.RawFormat](cfg.Source)), o.IdleExit), nil
+			src := kafka.NewDocSource(c, rawFormats[cfg.Transport.Kafka.RawFormat](cfg.Source))
+			if cfg.Transport.Kafka.RawFormat == "debezium" {
+				src.KeyedByRow() // by the row's primary key, as Debezium writes it
+			}
+			return idleSourceOf(src, o.IdleExit), nil
 		},
 		Store: sw.attach, DeadLetter: dl, Stage: name,
 		// process: a vector record is acknowledged only after the windows and manifest of its
@@ -215,7 +220,7 @@ func (e *stageEnv) kafkaSink(s pipelines.SinkConfig) (connectors.Sink, error) {
 
 func (e *stageEnv) ingest(ctx context.Context, dl connectors.DeadLetterSink, o StageOptions) (Summary, error) {
 	cfg := e.cfg
-	src, err := launch.OpenSource(cfg, o.FromScratch)
+	src, err := launch.OpenSource(ctx, cfg, o.FromScratch)
 	if err != nil {
 		return nil, err
 	}

@@ -121,7 +121,7 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (_ *engine.Summa
 		}
 	}
 	if src == nil {
-		if src, err = OpenSource(cfg, o.FromScratch); err != nil {
+		if src, err = OpenSource(ctx, cfg, o.FromScratch); err != nil {
 			return nil, err
 		}
 	}
@@ -297,18 +297,19 @@ func OpenSinks(ctx context.Context, cfg *pipelines.Config, env registry.SinkEnv)
 
 // OpenSource opens the configured source connector through its registered type. A watched
 // source keeps its per-file checkpoint in run.state_dir; fromScratch forgets it.
-func OpenSource(cfg *pipelines.Config, fromScratch bool) (connectors.Source, error) {
+func OpenSource(ctx context.Context, cfg *pipelines.Config, fromScratch bool) (connectors.Source, error) {
 	typ, ok := components.Builtin().Source(cfg.Source.Type)
 	if !ok {
 		return nil, fmt.Errorf("no source connector %q", cfg.Source.Type)
 	}
 	cfg.Source.StateFile = filepath.Join(cfg.Run.StateDir, cfg.Name+".files.json")
+	cfg.Source.Pipeline = cfg.Name
 	if fromScratch {
 		if err := os.Remove(cfg.Source.StateFile); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, err
 		}
 	}
-	return typ.Open(cfg.Source)
+	return typ.Open(ctx, cfg.Source)
 }
 
 // OpenDeadLetter opens the configured dead-letter file and returns its path.

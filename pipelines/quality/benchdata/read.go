@@ -50,7 +50,7 @@ func (s *docSet) add(d doc) {
 
 // openSource opens a source type of the component registry, reading every file of input once;
 // sections applies to USPTO only (nil = its default).
-func openSource(source, input string, sections []string) (connectors.Source, error) {
+func openSource(ctx context.Context, source, input string, sections []string) (connectors.Source, error) {
 	typ, ok := components.Builtin().Source(source)
 	if !ok {
 		return nil, fmt.Errorf("benchdata: source %q is not a connector", source)
@@ -60,7 +60,7 @@ func openSource(source, input string, sections []string) (connectors.Source, err
 		u.Text.Sections = sections
 		c.Settings = u
 	}
-	return typ.Open(c)
+	return typ.Open(ctx, c)
 }
 
 // readAll reads a source to its end into a docSet. Inputs the source cannot decode are
@@ -72,7 +72,7 @@ func readAll(ctx context.Context, source, input string, sections []string) (*doc
 		err := readTextDir(ctx, input, func(d doc) { pass.Read++; set.add(d) })
 		return set, pass, err
 	}
-	src, err := openSource(source, input, sections)
+	src, err := openSource(ctx, source, input, sections)
 	if err != nil {
 		return nil, pass, err
 	}
