@@ -35,7 +35,7 @@ type NullValue func(key string, headers []kafkago.Header) (doc schemas.Document,
 // NullDeletes is reignpipe's own raw formats' meaning of a null value: the document the key
 // names is gone, as of the rp-version header (absent: whatever version is stored).
 func NullDeletes(key string, headers []kafkago.Header) (schemas.Document, string, error) {
-	d, err := deletionOf(key, headers)
+	d, err := DeletionOf(key, headers)
 	return schemas.Document{ID: d.DocID, Source: d.Source, Version: d.Version, Deleted: true}, "", err
 }
 
@@ -55,10 +55,10 @@ func (f RawFormat) read(d kafkaclient.Delivery) (schemas.Document, string, error
 	return f.Decode(d.Value)
 }
 
-// deletionOf reads the deletion a tombstone says: the key is the document id; the version and
+// DeletionOf reads the deletion a tombstone says: the key is the document id; the version and
 // the source are headers, the source defaulting to the id's prefix ("enwiki:12" → "enwiki") as
 // for manifests that do not record it.
-func deletionOf(key string, headers []kafkago.Header) (schemas.Deletion, error) {
+func DeletionOf(key string, headers []kafkago.Header) (schemas.Deletion, error) {
 	d := schemas.Deletion{DocID: key, Version: HeaderValue(headers, HeaderDocVersion), Source: HeaderValue(headers, HeaderDocSource)}
 	if err := schemas.CheckDocID(key); err != nil {
 		return schemas.Deletion{}, fmt.Errorf("a record without a value is a deletion of the document its key names: key %w", err)
@@ -72,8 +72,8 @@ func deletionOf(key string, headers []kafkago.Header) (schemas.Deletion, error) 
 	return d, nil
 }
 
-// tombstone is the record of deletion d on a topic of the given rp-schema.
-func tombstone(schema string, d schemas.Deletion) kafkaclient.Message {
+// Tombstone is the record of deletion d on a topic of the given rp-schema.
+func Tombstone(schema string, d schemas.Deletion) kafkaclient.Message {
 	hs := []kafkago.Header{header(schemas.HeaderSchema, schema), header(HeaderDocVersion, d.Version)}
 	if d.Source != "" {
 		hs = append(hs, header(HeaderDocSource, d.Source))
@@ -88,7 +88,7 @@ func readChunks(d kafkaclient.Delivery) (schemas.ChunkDoc, error) {
 	if len(d.Value) != 0 {
 		return schemas.DecodeChunkDoc(d.Value)
 	}
-	del, err := deletionOf(d.Key, d.Headers)
+	del, err := DeletionOf(d.Key, d.Headers)
 	if err != nil {
 		return schemas.ChunkDoc{DocID: d.Key}, err
 	}
@@ -103,5 +103,5 @@ func readChunks(d kafkaclient.Delivery) (schemas.ChunkDoc, error) {
 // version brings the document back. Keeping an older late version out is the stage's guard,
 // upstream of the sink: a topic cannot refuse a record.
 func (s *VectorSink) Delete(ctx context.Context, d schemas.Deletion) error {
-	return s.p.Send(ctx, tombstone(s.schema, d))
+	return s.p.Send(ctx, Tombstone(s.schema, d))
 }

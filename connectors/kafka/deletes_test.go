@@ -93,11 +93,11 @@ func FuzzTombstone(f *testing.F) {
 	f.Add("a\x00b", "\xff", "s")
 	f.Fuzz(func(t *testing.T, id, version, source string) {
 		in := schemas.Deletion{DocID: id, Version: version, Source: source}
-		m := tombstone(schemas.SchemaChunkDoc, in)
+		m := Tombstone(schemas.SchemaChunkDoc, in)
 		if m.Value != nil || m.Key != id {
 			t.Fatalf("tombstone %+v", m)
 		}
-		got, err := deletionOf(m.Key, m.Headers)
+		got, err := DeletionOf(m.Key, m.Headers)
 		if err != nil {
 			if schemas.CheckDocID(id) == nil && utf8Valid(version, source) {
 				t.Fatalf("%+v refused: %v", in, err)

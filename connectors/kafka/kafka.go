@@ -209,7 +209,7 @@ func NewRawSink(p *kafkaclient.Producer) *RawSink { return &RawSink{p: p} }
 // deletion.
 func (s *RawSink) WriteDocument(ctx context.Context, d schemas.Document) error {
 	if d.Deleted {
-		return s.p.Send(ctx, tombstone(schemas.SchemaRawDocument, schemas.Deletion{DocID: d.ID, Source: d.Source, Version: d.Version}))
+		return s.p.Send(ctx, Tombstone(schemas.SchemaRawDocument, schemas.Deletion{DocID: d.ID, Source: d.Source, Version: d.Version}))
 	}
 	b, err := schemas.EncodeRawDocument(d)
 	if err != nil {
@@ -235,7 +235,7 @@ func NewChunkSink(p *kafkaclient.Producer) *ChunkSink { return &ChunkSink{p: p} 
 // than a record may be); a deletion's record as a tombstone that also names the GN space.
 func (s *ChunkSink) WriteChunks(ctx context.Context, c schemas.ChunkDoc) error {
 	if c.Deleted {
-		m := tombstone(schemas.SchemaChunkDoc, schemas.Deletion{DocID: c.DocID, Source: c.Source, Version: c.Version})
+		m := Tombstone(schemas.SchemaChunkDoc, schemas.Deletion{DocID: c.DocID, Source: c.Source, Version: c.Version})
 		m.Headers = append(m.Headers, header(HeaderSpace, "gn:"+c.Fingerprint))
 		return s.p.Send(ctx, m)
 	}
