@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/pipelines"
@@ -26,6 +27,10 @@ type Output struct {
 	// manifests again (from cached windows: no GN).
 	NoManifest     int64    `json:"docs_without_manifest,omitempty"`
 	NoManifestDocs []string `json:"docs_without_manifest_list,omitempty"`
+	// Deleted counts vectors of documents deleted since they were written: their manifest
+	// went with the deletion, which the cache still remembers (run.delete_retention), so they
+	// are not lost manifests, and nothing brings them back.
+	Deleted int64 `json:"docs_deleted,omitempty"`
 }
 
 // Report is what Run found (and did, with repair).
@@ -60,7 +65,7 @@ func (r Report) OK() bool {
 // Run verifies cfg's cache, outputs and state folder; with repair it also fixes what it can.
 func Run(cfg *pipelines.Config, repair bool) (Report, error) {
 	rep := Report{Pipeline: cfg.Name, Repair: repair, Outputs: []Output{}, Temps: []string{}}
-	c, err := openCache(cfg.Cache.Dir)
+	c, err := openCache(cfg.Cache.Dir, cfg.Run.DeleteRetention.Duration)
 	if err != nil {
 		rep.CacheErr = err.Error()
 	}
@@ -96,9 +101,17 @@ func Run(cfg *pipelines.Config, repair bool) (Report, error) {
 			if manifests == nil {
 				return nil
 			}
-			if _, ok, err := manifests.Manifest(v.DocID); err != nil {
+			_, ok, err := manifests.Manifest(v.DocID)
+			if err != nil || ok {
 				return err
-			} else if !ok {
+			}
+			_, deleted, err := manifests.Tombstone(v.DocID)
+			switch {
+			case err != nil:
+				return err
+			case deleted:
+				o.Deleted++
+			default:
 				if o.NoManifest < maxListed {
 					o.NoManifestDocs = append(o.NoManifestDocs, v.DocID)
 				}
@@ -128,7 +141,7 @@ const maxListed = 20
 // openCache opens the cache in the space it was built for (read from its own index: no GN
 // needed). No cache yet is (nil, nil); shards without an index is an error saying what the next
 // run does about it.
-func openCache(dir string) (*shardcache.Cache, error) {
+func openCache(dir string, deleteRetention time.Duration) (*shardcache.Cache, error) {
 	if _, err := os.Stat(filepath.Join(dir, "index")); err != nil {
 		if shards := glob(filepath.Join(dir, "shards"), "*.parquet"); len(shards) > 0 {
 			return nil, fmt.Errorf("%s holds %d shards but no index: the next run rebuilds the index from the shards (no GN), "+
@@ -140,7 +153,7 @@ func openCache(dir string) (*shardcache.Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	return shardcache.Open(shardcache.Options{Dir: dir, Fingerprint: fp, Dim: dim, K: k, S: s})
+	return shardcache.Open(shardcache.Options{Dir: dir, Fingerprint: fp, Dim: dim, K: k, S: s, DeleteRetention: deleteRetention})
 }
 
 func glob(dir string, patterns ...string) []string {

@@ -161,3 +161,60 @@ sinks:
 		t.Fatalf("index rebuilt from the shards, manifests gone: %+v %+v %v", rep, rep.Cache, err)
 	}
 }
+
+// A vector whose document was deleted since is not a lost manifest: the cache remembers the
+// deletion, verify counts it as deleted and says all is well, and a repair does not bring its
+// manifest back.
+func TestRunKnowsDeletedDocuments(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := pipelines.Parse([]byte(fmt.Sprintf(`version: 1
+name: v
+source: {type: jsonl, path: in.jsonl}
+cache: {dir: %q}
+sinks:
+  - {type: parquet, dir: %q}
+`, filepath.Join(dir, "cache"), filepath.Join(dir, "vectors"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := shardcache.Options{Dir: cfg.Cache.Dir, Fingerprint: "fp@1", Dim: 2, K: 8, S: 8}
+	c, err := shardcache.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, err := vectorfile.NewParquet(vectorfile.ParquetOptions{Dir: cfg.Sinks[0].Dir(), Dim: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{"t:a", "t:b"} {
+		key := uint64(10 + i)
+		if _, err := c.Add(shardcache.Row{Key: key, DocID: id, Embedding: []float32{1, float32(i)}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.PutManifest(shardcache.Manifest{DocID: id, Version: "1", Fingerprint: "fp@1", K: 8, S: 8, Keys: []uint64{key}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := sink.Write(context.Background(), schemas.DocVector{DocID: id, Version: "1", Space: "s", Vector: []float32{1, float32(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.DeleteManifest(schemas.Deletion{DocID: "t:b", Version: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(c.Close(), sink.Close(context.Background())); err != nil {
+		t.Fatal(err)
+	}
+	for _, repair := range []bool{false, true} {
+		rep, err := Run(cfg, repair)
+		if err != nil || !rep.OK() || rep.Outputs[0].Vectors != 2 || rep.Outputs[0].Deleted != 1 || rep.Outputs[0].NoManifest != 0 {
+			t.Fatalf("repair %v: %+v %+v %v", repair, rep, rep.Outputs, err)
+		}
+	}
+	if c, err = shardcache.Open(opts); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, ok, err := c.Manifest("t:b"); ok || err != nil {
+		t.Fatalf("after verify --repair the deleted document has a manifest again (%v, %v)", ok, err)
+	}
+}
