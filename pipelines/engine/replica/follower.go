@@ -57,7 +57,7 @@ type Stats struct {
 	WindowsKnown     int64 `json:"windows_known"`     // already held, same bytes
 	WindowConflicts  int64 `json:"window_conflicts"`  // already held with other bytes: the first is kept
 	ManifestsApplied int64 `json:"manifests_applied"` // put (newest version of their doc so far)
-	ManifestsOlder   int64 `json:"manifests_older"`   // older than the store's version: skipped
+	ManifestsOlder   int64 `json:"manifests_older"`   // older than the store's version, or than a deletion it remembers: skipped
 	ManifestsDeleted int64 `json:"manifests_deleted"` // tombstones applied (the deletion of a document)
 	Foreign          int64 `json:"records_foreign"`   // another space or schema: skipped
 	Bad              int64 `json:"records_bad"`       // undecodable: skipped
@@ -460,7 +460,8 @@ func (f *Follower) applyManifest(p pendingManifest) error {
 	return nil
 }
 
-// PutNewest puts m unless the cache holds a newer version of its document.
+// PutNewest puts m unless the cache holds a newer version of its document, or remembers a
+// deletion that supersedes m's version (an older manifest arriving after the tombstone).
 func PutNewest(c *shardcache.Cache, m shardcache.Manifest) (bool, error) {
 	old, ok, err := c.Manifest(m.DocID)
 	if err != nil {
@@ -469,7 +470,12 @@ func PutNewest(c *shardcache.Cache, m shardcache.Manifest) (bool, error) {
 	if ok && schemas.CompareVersions(m.Version, old.Version) < 0 {
 		return false, nil
 	}
-	return true, c.PutManifest(m)
+	if err := c.PutManifest(m); errors.Is(err, shardcache.ErrSuperseded) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // FromStore and ToStore convert between the manifest record and the cache's manifest.

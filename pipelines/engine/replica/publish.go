@@ -289,6 +289,17 @@ func (p *Publisher) sendManifests(ctx context.Context, ops []manifestOp) ([]mani
 			}
 			h = heldManifest{m: old, has: has}
 		}
+		if op.del == nil && h.del == nil {
+			// A deletion the store remembers keeps an older manifest off the topic too.
+			sup, err := p.cache.Superseded(op.m.DocID, op.m.Version)
+			if err != nil {
+				return nil, err
+			}
+			if sup {
+				p.manifestsKnown.Add(1)
+				continue
+			}
+		}
 		var msg kafkaclient.Message
 		if d := op.del; d != nil {
 			if h.has && !schemas.Supersedes(d.Version, h.m.Version) {
