@@ -1,12 +1,8 @@
 package kafka
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"os/exec"
-	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -19,7 +15,6 @@ import (
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/internal/kafkaclient"
 	"github.com/reignpipe/reignpipe/internal/kafkatest"
-	"github.com/reignpipe/reignpipe/internal/testenv"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -228,7 +223,6 @@ func sortDocs(ds []schemas.Document) {
 // last version. The tombstones are true nulls (an empty value would survive compaction).
 func TestVectorDeletesLeaveTheLiveSet(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
-	py := testenv.Python(t, "kafka", "zstandard")
 	vs := formatVectors(10, 16)
 	for _, format := range VectorFormats {
 		t.Run(format, func(t *testing.T) {
@@ -268,46 +262,14 @@ func TestVectorDeletesLeaveTheLiveSet(t *testing.T) {
 			if err := s.Flush(ctx); err != nil {
 				t.Fatal(err)
 			}
-			want := map[string]string{}
+			want := map[string]kafkatest.Live{}
 			for _, v := range append(vs[4:], back) {
-				want[v.DocID] = v.Version
+				want[v.DocID] = kafkatest.Live{Version: v.Version, ContentHash: v.ContentHash, Space: v.Space}
 			}
-			got := liveSet(t, py, brokers, topic, format)
+			got := kafkatest.LiveSet(t, brokers, topic, format)
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("kafka-python sees live %v, want %v", got, want)
 			}
 		})
 	}
-}
-
-// liveSet runs ops/oracles/kafka_live_set.py: doc id → version of what compaction keeps.
-func liveSet(t *testing.T, py, brokers, topic, format string) map[string]string {
-	t.Helper()
-	cmd := exec.Command(py, filepath.Join(testenv.Root(), "ops", "oracles", "kafka_live_set.py"), brokers, topic, format, "60")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("kafka_live_set.py: %v\n%s", err, stderr.String())
-	}
-	got := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if line == "" {
-			continue
-		}
-		var r struct {
-			Key     string `json:"key"`
-			DocID   string `json:"doc_id"`
-			Version string `json:"version"`
-		}
-		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			t.Fatalf("kafka_live_set.py line %q: %v", line, err)
-		}
-		if r.DocID != r.Key {
-			t.Fatalf("kafka_live_set.py: key %q holds %q", r.Key, r.DocID)
-		}
-		got[r.Key] = r.Version
-	}
-	t.Logf("kafka_live_set.py: %s", strings.TrimSpace(stderr.String()))
-	return got
 }
