@@ -7,9 +7,7 @@ import (
 	"time"
 
 	"github.com/reignpipe/reignpipe/connectors/kafka"
-	"github.com/reignpipe/reignpipe/internal/kafkaadmin"
 	"github.com/reignpipe/reignpipe/internal/kafkaclient"
-	"github.com/reignpipe/reignpipe/internal/kafkatest"
 	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
@@ -20,16 +18,7 @@ import (
 // manifests, and keeps an older manifest that arrives after the tombstone out. The topic as
 // compaction leaves it (last record per doc id) says the same.
 func TestStoreDeletions(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
-	cc := kafkaclient.ClientConfig{Brokers: []string{brokers}}
-	prefix := kafkatest.Topic(t, "store-del")
-	topics := Topics{Windows: prefix + ".windows", Manifests: prefix + ".manifests"}
-	compact := map[string]string{"cleanup.policy": "compact"}
-	if err := kafkaadmin.EnsureTopics(context.Background(), cc,
-		kafkaadmin.TopicSpec{Name: topics.Windows, Partitions: 2, ReplicationFactor: 1, Config: compact},
-		kafkaadmin.TopicSpec{Name: topics.Manifests, Partitions: 2, ReplicationFactor: 1, Config: compact}); err != nil {
-		t.Fatal(err)
-	}
+	cc, topics := storeTopics(t, "store-del")
 	sp := schemas.Space{Fingerprint: "fp-del", Dim: 2, K: 8, S: 8}
 	open := func() *shardcache.Cache {
 		c, err := shardcache.Open(shardcache.Options{Dir: t.TempDir(), Fingerprint: sp.Fingerprint, Dim: sp.Dim, K: sp.K, S: sp.S})

@@ -54,6 +54,21 @@ func (s *queueSink) Flush(context.Context) error {
 
 func (s *queueSink) Close(ctx context.Context) error { return s.Flush(ctx) }
 
+// storeTopics makes a store's two compacted topics on the test broker.
+func storeTopics(t *testing.T, name string) (kafkaclient.ClientConfig, Topics) {
+	t.Helper()
+	cc := kafkaclient.ClientConfig{Brokers: []string{kafkatest.Brokers(t)}}
+	prefix := kafkatest.Topic(t, name)
+	topics := Topics{Windows: prefix + ".windows", Manifests: prefix + ".manifests"}
+	compact := map[string]string{"cleanup.policy": "compact"}
+	if err := kafkaadmin.EnsureTopics(context.Background(), cc,
+		kafkaadmin.TopicSpec{Name: topics.Windows, Partitions: 2, ReplicationFactor: 1, Config: compact},
+		kafkaadmin.TopicSpec{Name: topics.Manifests, Partitions: 2, ReplicationFactor: 1, Config: compact}); err != nil {
+		t.Fatal(err)
+	}
+	return cc, topics
+}
+
 func endOffsetSum(t *testing.T, cc kafkaclient.ClientConfig, topic string) int64 {
 	t.Helper()
 	end, err := kafkaclient.EndOffsets(context.Background(), cc, topic)
@@ -73,16 +88,7 @@ func endOffsetSum(t *testing.T, cc kafkaclient.ClientConfig, topic string) int64
 // windows, then the manifests, of every queued vector are acknowledged on the store's topics
 // (what Publisher.Publish does): a tombstone counts into the queue like a vector record.
 func TestOrderedVectorSinkAcksAfterStore(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
-	cc := kafkaclient.ClientConfig{Brokers: []string{brokers}}
-	prefix := kafkatest.Topic(t, "ordered")
-	topics := Topics{Windows: prefix + ".windows", Manifests: prefix + ".manifests"}
-	compact := map[string]string{"cleanup.policy": "compact"}
-	if err := kafkaadmin.EnsureTopics(context.Background(), cc,
-		kafkaadmin.TopicSpec{Name: topics.Windows, Partitions: 2, ReplicationFactor: 1, Config: compact},
-		kafkaadmin.TopicSpec{Name: topics.Manifests, Partitions: 2, ReplicationFactor: 1, Config: compact}); err != nil {
-		t.Fatal(err)
-	}
+	cc, topics := storeTopics(t, "ordered")
 	sp := schemas.Space{Fingerprint: "fp-ordered", Dim: 4, K: 8, S: 8}
 	cache, err := shardcache.Open(shardcache.Options{Dir: t.TempDir(), Fingerprint: sp.Fingerprint, Dim: sp.Dim, K: sp.K, S: sp.S})
 	if err != nil {
