@@ -36,11 +36,14 @@ var StageNames = map[string]string{
 	"replica":   "<topics>.windows + <topics>.manifests → a chunk cache kept in step (no GN)",
 }
 
-// rawFormats maps transport.kafka.raw_format to the decoder of the raw topic's values.
-var rawFormats = map[string]func(pipelines.SourceConfig) kafka.Decoder{
-	"json": func(pipelines.SourceConfig) kafka.Decoder { return kafka.RawJSON },
-	"uspto-xml": func(c pipelines.SourceConfig) kafka.Decoder {
-		return func(v []byte) (schemas.Document, string, error) { return uspto.DecodeXML(v, components.Sections(c)) }
+// rawFormats maps transport.kafka.raw_format to how the raw topic's records read: the decoder
+// of their values, and what a null value means (in reignpipe's formats, a deletion).
+var rawFormats = map[string]func(pipelines.SourceConfig) kafka.RawFormat{
+	"json": func(pipelines.SourceConfig) kafka.RawFormat {
+		return kafka.RawFormat{Decode: kafka.RawJSON, Null: kafka.NullDeletes}
+	},
+	"uspto-xml": func(c pipelines.SourceConfig) kafka.RawFormat {
+		return kafka.RawFormat{Decode: func(v []byte) (schemas.Document, string, error) { return uspto.DecodeXML(v, components.Sections(c)) }, Null: kafka.NullDeletes}
 	},
 	"debezium": components.DebeziumDecoder,
 }

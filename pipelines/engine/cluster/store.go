@@ -135,6 +135,7 @@ func (w *storeWorker) metrics(m map[string]float64) {
 	ps := w.pub.Stats()
 	m["reignpipe_store_windows_published_total"] = float64(ps.WindowsPublished)
 	m["reignpipe_store_manifests_published_total"] = float64(ps.ManifestsPublished)
+	m["reignpipe_store_manifest_tombstones_published_total"] = float64(ps.TombstonesPublished)
 }
 
 func replicaMetrics(s replica.Stats, m map[string]float64) {
@@ -142,6 +143,7 @@ func replicaMetrics(s replica.Stats, m map[string]float64) {
 	m["reignpipe_replica_windows_known_total"] = float64(s.WindowsKnown)
 	m["reignpipe_window_conflicts_total"] = float64(s.WindowConflicts)
 	m["reignpipe_replica_manifests_applied_total"] = float64(s.ManifestsApplied)
+	m["reignpipe_replica_manifests_deleted_total"] = float64(s.ManifestsDeleted)
 	m["reignpipe_replica_records_skipped_total"] = float64(s.Foreign + s.Bad)
 	m["reignpipe_replica_flushes_total"] = float64(s.Flushes)
 }
