@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/connectors/debezium"
 	"github.com/reignpipe/reignpipe/connectors/kafka"
 	"github.com/reignpipe/reignpipe/connectors/uspto"
 	"github.com/reignpipe/reignpipe/internal/kafkaclient"
@@ -45,7 +46,11 @@ var rawFormats = map[string]func(pipelines.SourceConfig) kafka.RawFormat{
 	"uspto-xml": func(c pipelines.SourceConfig) kafka.RawFormat {
 		return kafka.RawFormat{Decode: func(v []byte) (schemas.Document, string, error) { return uspto.DecodeXML(v, components.Sections(c)) }, Null: kafka.NullDeletes}
 	},
-	"debezium": components.DebeziumDecoder,
+	// Debezium says a row is gone with a delete event (decoded as a deletion) and then sends
+	// a null value so that compaction can drop the key: that one is no news.
+	"debezium": func(c pipelines.SourceConfig) kafka.RawFormat {
+		return kafka.RawFormat{Decode: components.DebeziumDecoder(c), Null: kafka.NullSkips(debezium.SkipTombstone)}
+	},
 }
 
 // StageOptions tune one stage process.
