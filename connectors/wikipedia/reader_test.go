@@ -16,6 +16,7 @@ import (
 	"github.com/dsnet/compress/bzip2"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/connectors/wikipedia/exportxml"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -29,6 +30,11 @@ const siteinfo = `<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.11/" v
 const footer = "</mediawiki>\n"
 
 func pageXML(id, ns int, title, text string, redirect bool) string {
+	return revisionXML(id, ns, 1000+id, title, text, redirect)
+}
+
+// revisionXML is a page at revision rev.
+func revisionXML(id, ns, rev int, title, text string, redirect bool) string {
 	red := ""
 	if redirect {
 		red = `<redirect title="Elsewhere" />`
@@ -45,7 +51,7 @@ func pageXML(id, ns int, title, text string, redirect bool) string {
       <text bytes="%d" xml:space="preserve">%s</text>
     </revision>
   </page>
-`, title, ns, id, red, 1000+id, id%9+1, len(text), text)
+`, title, ns, id, red, rev, id%9+1, len(text), text)
 }
 
 // fixturePages is a small dump's worth of pages covering every skip reason and a bad page.
@@ -87,7 +93,8 @@ func writeFile(t testing.TB, dir, name string, data []byte) string {
 }
 
 // writeMultistream writes a multistream dump (header stream, perStream pages per stream, footer
-// stream) and its bz2 index the way Wikimedia lays them out.
+// stream) and its bz2 index the way Wikimedia lays them out. The index names each page by its
+// own id and title, or as articlePages numbers them where the page has none.
 func writeMultistream(t testing.TB, dir, name string, pages []string, perStream int) (dump, index string) {
 	t.Helper()
 	var file, idx bytes.Buffer
@@ -96,7 +103,11 @@ func writeMultistream(t testing.TB, dir, name string, pages []string, perStream 
 		off := file.Len()
 		end := min(i+perStream, len(pages))
 		for j := i; j < end; j++ {
-			fmt.Fprintf(&idx, "%d:%d:Title %d: with colon\n", off, 100+j, j)
+			title, id := exportxml.PageHead([]byte(pages[j]))
+			if id == "" {
+				title, id = fmt.Sprintf("Title %d: with colon", j), fmt.Sprint(100+j)
+			}
+			fmt.Fprintf(&idx, "%d:%s:%s\n", off, id, title)
 		}
 		file.Write(bz2(t, strings.Join(pages[i:end], "")))
 	}

@@ -23,6 +23,9 @@ type SourceConfig struct {
 	// StateFile is where a watched source keeps its per-file checkpoint (set by the runner
 	// from run.state_dir, not by the user).
 	StateFile string `yaml:"-"`
+	// StateBase is <run.state_dir>/<pipeline name>, the prefix of the other state files a
+	// source keeps between runs (the wikipedia source's article set), set by the runner.
+	StateBase string `yaml:"-"`
 }
 
 // SinkConfig is one output (a sinks[] entry): its type and that type's keys.

@@ -303,6 +303,7 @@ func OpenSource(cfg *pipelines.Config, fromScratch bool) (connectors.Source, err
 		return nil, fmt.Errorf("no source connector %q", cfg.Source.Type)
 	}
 	cfg.Source.StateFile = filepath.Join(cfg.Run.StateDir, cfg.Name+".files.json")
+	cfg.Source.StateBase = filepath.Join(cfg.Run.StateDir, cfg.Name)
 	if fromScratch {
 		if err := os.Remove(cfg.Source.StateFile); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, err
