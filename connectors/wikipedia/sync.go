@@ -135,7 +135,10 @@ func (s *syncer) next(r *Reader) (schemas.Document, connectors.AckFunc, error) {
 		s.mu.Lock()
 		s.exhausted = true
 		s.mu.Unlock()
-		return schemas.Document{}, nil, errors.Join(err, s.install())
+		if err := errors.Join(err, s.install()); err != nil {
+			return schemas.Document{}, nil, err
+		}
+		return schemas.Document{}, nil, io.EOF
 	}
 	s.mu.Lock()
 	s.handed++

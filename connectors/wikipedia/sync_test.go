@@ -115,6 +115,8 @@ func readSync(t *testing.T, opts Options, ack int) syncRead {
 			continue
 		case err != nil:
 			t.Fatal(err)
+		case d.ID == "" || a == nil:
+			t.Fatalf("Read returned a document without an id or ack: %+v", d)
 		case d.Deleted:
 			out.deleted, out.acks = append(out.deleted, d), append(out.acks, a)
 			continue
@@ -213,8 +215,8 @@ func TestDeleteMissing(t *testing.T) {
 			if got := stateFiles(t, state); got != "p.wikipedia-articles" {
 				t.Fatalf("after every deletion was acked the state holds %s", got)
 			}
-			if third := readSync(t, two, -1); len(third.deleted) != 0 {
-				t.Fatalf("the same dump a third time deleted %v", deletedIDs(third.deleted))
+			if third := readSync(t, two, -1); len(third.deleted) != 0 || !slices.Equal(third.docs, crashed.docs) {
+				t.Fatalf("the same dump a third time deleted %v, read %v (first %v)", deletedIDs(third.deleted), third.docs, crashed.docs)
 			}
 
 			// Back to the older dump: the newer one's new page (150) is gone from it, at
