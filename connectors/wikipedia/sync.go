@@ -34,8 +34,9 @@ import (
 //     may be stored downstream is always a safe set to compare with, it never deletes a page
 //     the dump has and never forgets one it lost;
 //  3. a read that lost a stream folds P.read into P the same way (its pages are downstream
-//     too, so a later complete read can delete them), counts the articles it would have
-//     deleted (docs_skipped.deletion_withheld) and logs why it deleted nothing;
+//     too, so a later complete read can delete them), counts the articles of P it did not hand
+//     out (docs_skipped.deletion_withheld: those a complete read would delete, and the lost
+//     streams' among them) and logs why it deleted nothing;
 //  4. a complete read renames P.read to P.next, then hands out a deletion record for every
 //     page of P not in P.next, in page id order -- the same records in the same order when
 //     the same dump is read again, so a resumed run skips exactly the committed ones -- at the
@@ -56,8 +57,8 @@ var spillPages = 1 << 20
 const (
 	nextSuffix = ".next"
 	readSuffix = ".read"
-	// withheldKey counts, in the run summary's docs_skipped, the articles a read with a lost
-	// stream would have deleted.
+	// withheldKey counts, in the run summary's docs_skipped, the kept articles a read with a
+	// lost stream did not hand out and so did not delete.
 	withheldKey = "deletion_withheld"
 )
 
@@ -182,7 +183,7 @@ func (s *syncer) end(r *Reader) error {
 		r.skipped[withheldKey] += withheld
 		r.mu.Unlock()
 		slog.Warn("wikipedia: source.delete_missing: the dump was not read whole, so no page is deleted; its articles are kept for the next complete read to compare with",
-			"dump", r.base, "absent_articles_not_deleted", withheld, "why", s.lost)
+			"dump", r.base, "articles_not_read_not_deleted", withheld, "why", s.lost)
 		return remove(read)
 	}
 	if err := rename(read, next); err != nil {

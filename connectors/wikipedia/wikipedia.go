@@ -321,7 +321,11 @@ func (r *Reader) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 						continue
 					}
 					if r.sync != nil {
-						return r.sync.next(r)
+						d, ack, err := r.sync.next(r)
+						if err != nil && err != io.EOF {
+							r.err = err
+						}
+						return d, ack, err
 					}
 					return schemas.Document{}, nil, io.EOF
 				}
