@@ -12,9 +12,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dsnet/compress/bzip2"
+
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/connectors/wikipedia/exportxml"
 	"github.com/reignpipe/reignpipe/connectors/wikipedia/pageset"
+	"github.com/reignpipe/reignpipe/internal/testenv"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -121,7 +124,7 @@ func readSync(t *testing.T, opts Options, ack int) syncRead {
 			out.deleted, out.acks = append(out.deleted, d), append(out.acks, a)
 			continue
 		default:
-			out.docs = append(out.docs, strings.TrimPrefix(d.ID, "testwiki:"))
+			out.docs = append(out.docs, d.ID[strings.IndexByte(d.ID, ':')+1:])
 			continue
 		}
 		break
@@ -338,5 +341,78 @@ func TestDeleteMissingStoppedRead(t *testing.T) {
 	}
 	if got := readSync(t, Options{Path: two, Source: "testwiki", DeleteMissing: true, ArticlesPath: set}, -1); fmt.Sprint(deletedIDs(got.deleted)) != fmt.Sprint(monthTwoGone) {
 		t.Fatalf("deleted %v", deletedIDs(got.deleted))
+	}
+}
+
+// The same on the real English sample: a newer dump made from it with three articles removed,
+// three turned into redirects (at a newer revision) and one moved to a user page deletes exactly
+// those seven, each at its revision in the real dump, and nothing else of its 106 articles.
+func TestDeleteMissingRealDump(t *testing.T) {
+	real := testenv.SharedData(t, "wikipedia/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2")
+	dir, state := t.TempDir(), t.TempDir()
+	set := filepath.Join(state, "p.wikipedia-articles")
+	first := readSync(t, Options{Path: real, DeleteMissing: true, ArticlesPath: set}, -1)
+	if len(first.docs) != 106 || len(first.deleted) != 0 {
+		t.Fatalf("first read: %d articles, %d deletions", len(first.docs), len(first.deleted))
+	}
+	f, err := os.Open(real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	bz, err := bzip2.NewReader(f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xml, err := io.ReadAll(bz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(xml)
+	start, end := strings.Index(text, "  <page>"), strings.LastIndex(text, "</page>")+len("</page>\n")
+	pages := strings.SplitAfter(text[start:end], "</page>\n")
+	pages = pages[:len(pages)-1] // after the last separator: nothing
+	change := map[string]string{first.docs[90]: "move"}
+	for i := range 3 {
+		change[first.docs[3+20*i]] = "remove"
+		change[first.docs[60+i]] = "redirect"
+	}
+	var newer []string
+	wantGone := map[string]string{} // id -> revision in the real dump
+	for _, p := range pages {
+		_, id := exportxml.PageHead([]byte(p))
+		ep, err := exportxml.ParsePage([]byte(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch change[id] {
+		case "remove":
+			wantGone[id] = ep.RevID
+			continue
+		case "redirect":
+			wantGone[id] = ep.RevID
+			body := p[strings.Index(p, "<text"):]
+			p = p[:strings.Index(p, "<text")] + `<text xml:space="preserve">#REDIRECT [[Anarchism]]</text>` + body[strings.Index(body, "</text>")+len("</text>"):]
+			p = strings.Replace(p, "<id>"+ep.RevID+"</id>", "<id>9"+ep.RevID+"</id>", 1)
+		case "move":
+			wantGone[id] = ep.RevID
+			p = strings.Replace(strings.Replace(p, "<ns>0</ns>", "<ns>2</ns>", 1), "<title>", "<title>User:Someone/", 1)
+		}
+		newer = append(newer, p)
+	}
+	if len(wantGone) != 7 {
+		t.Fatalf("%d pages changed, want 7", len(wantGone))
+	}
+	dump, _ := writeMultistream(t, dir, "enwiki-newer", newer, 10)
+	second := readSync(t, Options{Path: dump, Source: "enwiki", DeleteMissing: true, ArticlesPath: set}, -1)
+	if len(second.docs) != 106-7 {
+		t.Errorf("the newer dump has %d articles, want %d", len(second.docs), 106-7)
+	}
+	got := map[string]string{}
+	for _, d := range second.deleted {
+		got[strings.TrimPrefix(d.ID, "enwiki:")] = d.Version
+	}
+	if !reflect.DeepEqual(got, wantGone) {
+		t.Fatalf("deleted %v, want %v", got, wantGone)
 	}
 }
