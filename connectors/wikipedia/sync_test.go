@@ -416,3 +416,36 @@ func TestDeleteMissingRealDump(t *testing.T) {
 		t.Fatalf("deleted %v, want %v", got, wantGone)
 	}
 }
+
+// A newer dump read after a crash that left deletions unacked still deletes them (the unfinished
+// read's set is folded into the kept one), besides what it lacks itself, and nothing it has.
+func TestDeleteMissingNewerDumpAfterACrash(t *testing.T) {
+	dir, state := t.TempDir(), t.TempDir()
+	set := filepath.Join(state, "p.wikipedia-articles")
+	open := func(name string, pages []string) Options {
+		dump, _ := writeMultistream(t, dir, name, pages, 4)
+		return Options{Path: dump, Source: "testwiki", DeleteMissing: true, ArticlesPath: set}
+	}
+	readSync(t, open("one", monthOne()), -1)
+	if crashed := readSync(t, open("two", monthTwo()), 1); len(crashed.deleted) != len(monthTwoGone) {
+		t.Fatalf("deleted %v", deletedIDs(crashed.deleted))
+	}
+	// Month three: month two without 119 and without the new page 150.
+	var three []string
+	for _, p := range monthTwo() {
+		if _, id := exportxml.PageHead([]byte(p)); id != "119" && id != "150" {
+			three = append(three, p)
+		}
+	}
+	got := readSync(t, open("three", three), -1)
+	var versions []string
+	for _, d := range got.deleted {
+		versions = append(versions, strings.TrimPrefix(d.ID, "testwiki:")+"@"+d.Version)
+	}
+	if want := "[103@5103 105@5105 108@5108 111@5111 113@5113 116@5116 119@5119 150@7150]"; fmt.Sprint(versions) != want {
+		t.Fatalf("deleted %v, want %s", versions, want)
+	}
+	if s := stateFiles(t, state); s != "p.wikipedia-articles" {
+		t.Fatalf("state %s", s)
+	}
+}
