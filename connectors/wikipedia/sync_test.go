@@ -17,6 +17,7 @@ import (
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/connectors/wikipedia/exportxml"
 	"github.com/reignpipe/reignpipe/connectors/wikipedia/pageset"
+	"github.com/reignpipe/reignpipe/connectors/wikipedia/wikitest"
 	"github.com/reignpipe/reignpipe/internal/testenv"
 	"github.com/reignpipe/reignpipe/schemas"
 )
@@ -31,11 +32,11 @@ func syncText(id int) string {
 func monthOne() []string {
 	var pages []string
 	for id := 100; id < 120; id++ {
-		pages = append(pages, revisionXML(id, 0, 5000+id, fmt.Sprintf("Town %d", id), syncText(id), false))
+		pages = append(pages, wikitest.Page(id, 0, 5000+id, fmt.Sprintf("Town %d", id), syncText(id), false))
 	}
 	return append(pages,
-		revisionXML(130, 0, 5130, "Old name", "#REDIRECT [[Town 101]]", true),
-		revisionXML(131, 4, 5131, "Wikipedia:About", "Project page text here.", false))
+		wikitest.Page(130, 0, 5130, "Old name", "#REDIRECT [[Town 101]]", true),
+		wikitest.Page(131, 4, 5131, "Wikipedia:About", "Project page text here.", false))
 }
 
 // monthTwo is the newer dump, its pages in reverse id order (nothing relies on dumps being in
@@ -61,10 +62,10 @@ func monthTwo() []string {
 			pages = append(pages, fmt.Sprintf("  <page><title>%s</title><ns>0</ns><id>%d</id><revision><id>%d</id></revision></page>\n", title, id, 7000+id))
 			continue
 		}
-		pages = append(pages, revisionXML(id, ns, rev, title, text, redirect))
+		pages = append(pages, wikitest.Page(id, ns, rev, title, text, redirect))
 	}
-	pages = append(pages, revisionXML(150, 0, 7150, "Town 150", syncText(150), false),
-		revisionXML(130, 0, 5130, "Old name", "#REDIRECT [[Town 101]]", true))
+	pages = append(pages, wikitest.Page(150, 0, 7150, "Town 150", syncText(150), false),
+		wikitest.Page(130, 0, 5130, "Old name", "#REDIRECT [[Town 101]]", true))
 	slices.Reverse(pages)
 	return pages
 }
@@ -79,15 +80,15 @@ type dumpKind struct {
 
 var dumpKinds = []dumpKind{
 	{"multistream, 1 worker", func(t *testing.T, dir, name string, pages []string) Options {
-		dump, _ := writeMultistream(t, dir, name, pages, 4)
+		dump, _ := wikitest.WriteMultistream(t, dir, name, siteinfo, pages, 4)
 		return Options{Path: dump, Workers: 1}
 	}},
 	{"multistream, 4 workers", func(t *testing.T, dir, name string, pages []string) Options {
-		dump, _ := writeMultistream(t, dir, name, pages, 4)
+		dump, _ := wikitest.WriteMultistream(t, dir, name, siteinfo, pages, 4)
 		return Options{Path: dump, Workers: 4}
 	}},
 	{"bz2 without index", func(t *testing.T, dir, name string, pages []string) Options {
-		return Options{Path: writeFile(t, dir, name+".xml.bz2", bz2(t, siteinfo+strings.Join(pages, "")+footer))}
+		return Options{Path: wikitest.WriteFile(t, dir, name+".xml.bz2", wikitest.BZ2(t, siteinfo+strings.Join(pages, "")+footer))}
 	}},
 }
 
@@ -242,12 +243,12 @@ func TestDeleteMissingLostStream(t *testing.T) {
 			opts := func(dump string) Options {
 				return Options{Path: dump, Source: "testwiki", DeleteMissing: true, ArticlesPath: set, Sequential: sequential}
 			}
-			one, _ := writeMultistream(t, dir, "one", monthOne(), 4)
+			one, _ := wikitest.WriteMultistream(t, dir, "one", siteinfo, monthOne(), 4)
 			readSync(t, opts(one), -1)
 
 			pages := monthTwo()
-			damaged, index := writeMultistream(t, dir, "damaged", pages, 4)
-			damage(t, damaged, index, 1) // pages[4:8]
+			damaged, index := wikitest.WriteMultistream(t, dir, "damaged", siteinfo, pages, 4)
+			wikitest.Damage(t, damaged, index, 1) // pages[4:8]
 			lost := readSync(t, opts(damaged), -1)
 			if len(lost.deleted) != 0 {
 				t.Fatalf("a read with a lost stream deleted %v", deletedIDs(lost.deleted))
@@ -276,7 +277,7 @@ func TestDeleteMissingLostStream(t *testing.T) {
 				t.Fatalf("after a read with a lost stream the state holds %s", got)
 			}
 
-			two, _ := writeMultistream(t, dir, "two", pages, 4)
+			two, _ := wikitest.WriteMultistream(t, dir, "two", siteinfo, pages, 4)
 			whole := readSync(t, opts(two), -1)
 			// The lost read's articles were folded in (the new page 150, if it was read): none
 			// is deleted, being in the newer dump.
@@ -292,8 +293,8 @@ func TestDeleteMissingLostStream(t *testing.T) {
 func TestDeleteMissingOtherSource(t *testing.T) {
 	dir, state := t.TempDir(), t.TempDir()
 	set := filepath.Join(state, "p.wikipedia-articles")
-	one, _ := writeMultistream(t, dir, "one", monthOne(), 4)
-	two, _ := writeMultistream(t, dir, "two", monthTwo(), 4)
+	one, _ := wikitest.WriteMultistream(t, dir, "one", siteinfo, monthOne(), 4)
+	two, _ := wikitest.WriteMultistream(t, dir, "two", siteinfo, monthTwo(), 4)
 	readSync(t, Options{Path: one, Source: "oldwiki", DeleteMissing: true, ArticlesPath: set}, -1)
 	r, err := pageset.Open(set)
 	if err != nil {
@@ -317,8 +318,8 @@ func TestDeleteMissingStoppedRead(t *testing.T) {
 	spillPages = 2
 	dir, state := t.TempDir(), t.TempDir()
 	set := filepath.Join(state, "p.wikipedia-articles")
-	one, _ := writeMultistream(t, dir, "one", monthOne(), 4)
-	two, _ := writeMultistream(t, dir, "two", monthTwo(), 4)
+	one, _ := wikitest.WriteMultistream(t, dir, "one", siteinfo, monthOne(), 4)
+	two, _ := wikitest.WriteMultistream(t, dir, "two", siteinfo, monthTwo(), 4)
 	readSync(t, Options{Path: one, Source: "testwiki", DeleteMissing: true, ArticlesPath: set}, -1)
 	r, err := Open(Options{Path: two, Source: "testwiki", DeleteMissing: true, ArticlesPath: set})
 	if err != nil {
@@ -403,7 +404,7 @@ func TestDeleteMissingRealDump(t *testing.T) {
 	if len(wantGone) != 7 {
 		t.Fatalf("%d pages changed, want 7", len(wantGone))
 	}
-	dump, _ := writeMultistream(t, dir, "enwiki-newer", newer, 10)
+	dump, _ := wikitest.WriteMultistream(t, dir, "enwiki-newer", siteinfo, newer, 10)
 	second := readSync(t, Options{Path: dump, Source: "enwiki", DeleteMissing: true, ArticlesPath: set}, -1)
 	if len(second.docs) != 106-7 {
 		t.Errorf("the newer dump has %d articles, want %d", len(second.docs), 106-7)
@@ -423,7 +424,7 @@ func TestDeleteMissingNewerDumpAfterACrash(t *testing.T) {
 	dir, state := t.TempDir(), t.TempDir()
 	set := filepath.Join(state, "p.wikipedia-articles")
 	open := func(name string, pages []string) Options {
-		dump, _ := writeMultistream(t, dir, name, pages, 4)
+		dump, _ := wikitest.WriteMultistream(t, dir, name, siteinfo, pages, 4)
 		return Options{Path: dump, Source: "testwiki", DeleteMissing: true, ArticlesPath: set}
 	}
 	readSync(t, open("one", monthOne()), -1)
