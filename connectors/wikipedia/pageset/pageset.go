@@ -84,7 +84,7 @@ func writeHeader(w io.Writer, label string) error {
 
 // Reader streams a set file in page id order.
 type Reader struct {
-	f     *os.File
+	f     *os.File // nil for a set read from memory
 	br    *bufio.Reader
 	path  string
 	label string
@@ -99,15 +99,30 @@ func Open(path string) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Reader{f: f, br: bufio.NewReaderSize(f, 1<<16), path: path}
-	if err := r.header(); err != nil {
+	st, err := f.Stat()
+	if err != nil {
 		f.Close()
+		return nil, err
+	}
+	r, err := newReader(f, st.Size(), path)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	r.f = f
+	return r, nil
+}
+
+// newReader reads a set of size bytes from src, named path in errors.
+func newReader(src io.Reader, size int64, path string) (*Reader, error) {
+	r := &Reader{br: bufio.NewReaderSize(src, 1<<16), path: path}
+	if err := r.header(size); err != nil {
 		return nil, fmt.Errorf("pageset: %s is not a page set (%v); remove it to start over", path, err)
 	}
 	return r, nil
 }
 
-func (r *Reader) header() error {
+func (r *Reader) header(size int64) error {
 	var h [len(magic) + 4]byte
 	if _, err := io.ReadFull(r.br, h[:]); err != nil {
 		return err
@@ -124,11 +139,7 @@ func (r *Reader) header() error {
 		return err
 	}
 	r.label = string(label)
-	st, err := r.f.Stat()
-	if err != nil {
-		return err
-	}
-	if body := st.Size() - int64(len(h)) - int64(n); body%recordLen != 0 {
+	if body := size - int64(len(h)) - int64(n); body%recordLen != 0 {
 		return fmt.Errorf("%d bytes of records, not a multiple of %d", body, recordLen)
 	}
 	return nil
@@ -155,7 +166,12 @@ func (r *Reader) Next() (p Page, ok bool, err error) {
 }
 
 // Close releases the file.
-func (r *Reader) Close() error { return r.f.Close() }
+func (r *Reader) Close() error {
+	if r.f == nil {
+		return nil
+	}
+	return r.f.Close()
+}
 
 // source is a stream of pages in ascending id order.
 type source interface {
