@@ -241,6 +241,11 @@ func (r *Reader) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 			}
 			return schemas.Document{}, noAck, &connectors.BadInputError{DocID: id, Position: pos, Reason: err}
 		}
+		if rec.Deleted { // no text to clean, and never "empty"
+			r.countText()
+			r.tally.Read()
+			return schemas.Document{ID: r.source + ":" + rec.ID, Source: r.source, Version: rec.Version, Position: pos, Deleted: true}, noAck, nil
+		}
 		rec.Text, rec.Title = textpolicy.Clean(rec.Text, r.scratch), textpolicy.Clean(rec.Title, r.scratch)
 		r.countText()
 		if !r.keepEmpty && textpolicy.IsBlank(rec.Text) {

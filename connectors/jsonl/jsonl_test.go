@@ -43,6 +43,21 @@ func TestParseLine(t *testing.T) {
 		{"missing text", `{"id":"a","title":"T"}`, Record{ID: "a"}, "missing \"text\""},
 		{"text not string", `{"id":"a","text":5}`, Record{ID: "a"}, "text: not a string"},
 		{"title not string", `{"id":"a","text":"x","title":[]}`, Record{ID: "a", Text: "x"}, "title: not a string"},
+		{"deletion", `{"id":"a","deleted":true,"version":"7"}`, Record{ID: "a", Version: "7", Deleted: true}, ""},
+		{"deletion without version", `{"_id":"a","deleted":true}`, Record{ID: "a", Deleted: true}, ""},
+		{"deletion numeric version", `{"id":"a","deleted":true,"version":12}`, Record{ID: "a", Version: "12", Deleted: true}, ""},
+		{"deletion empty text", `{"id":"a","deleted":true,"text":""}`, Record{ID: "a", Deleted: true}, ""},
+		{"deletion null text", `{"id":"a","deleted":true,"text":null}`, Record{ID: "a", Deleted: true}, ""},
+		{"deletion title ignored", `{"id":"a","deleted":true,"title":"T"}`, Record{ID: "a", Deleted: true}, ""},
+		{"deleted false is a document", `{"id":"a","deleted":false,"text":"x"}`, Record{ID: "a", Text: "x"}, ""},
+		{"deleted null is a document", `{"id":"a","deleted":null,"text":"x"}`, Record{ID: "a", Text: "x"}, ""},
+		{"deleted false needs text", `{"id":"a","deleted":false}`, Record{ID: "a"}, "missing \"text\""},
+		{"deletion with text", `{"id":"a","deleted":true,"text":"body"}`, Record{ID: "a", Deleted: true}, "a deletion line"},
+		{"deletion with non-string text", `{"id":"a","deleted":true,"text":3}`, Record{ID: "a", Deleted: true}, "a deletion line"},
+		{"deleted not a boolean", `{"id":"a","deleted":"yes"}`, Record{ID: "a"}, "\"deleted\" is not true or false"},
+		{"deleted number", `{"id":"a","deleted":1,"text":"x"}`, Record{ID: "a"}, "\"deleted\" is not true or false"},
+		{"deletion without id", `{"deleted":true,"version":"1"}`, Record{}, "missing \"id\""},
+		{"deletion bad version", `{"id":"a","deleted":true,"version":[]}`, Record{ID: "a"}, "version: not a string or number"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -157,6 +172,37 @@ func TestRead(t *testing.T) {
 	}
 }
 
+// Deletion lines come out as deletion records (with their line, for dead letters further on),
+// in their place among the documents; a bad one is a bad input naming the document.
+func TestReadDeletions(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "feed.jsonl")
+	data := `{"id":"a","title":"A","text":"alpha","version":"1"}
+{"id":"a","deleted":true,"version":"2"}
+{"id":"b","deleted":true}
+{"id":"c","deleted":true,"text":"not empty"}
+{"id":"a","text":"alpha again","version":"3"}
+`
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	docs, bad, st := readAll(t, Options{Path: path})
+	want := []schemas.Document{
+		{ID: "feed:a", Source: "feed", Version: "1", Title: "A", Text: "alpha"},
+		{ID: "feed:a", Source: "feed", Version: "2", Position: "feed.jsonl line 2", Deleted: true},
+		{ID: "feed:b", Source: "feed", Position: "feed.jsonl line 3", Deleted: true},
+		{ID: "feed:a", Source: "feed", Version: "3", Text: "alpha again"},
+	}
+	if !reflect.DeepEqual(docs, want) {
+		t.Errorf("docs = %+v", docs)
+	}
+	if len(bad) != 1 || bad[0].DocID != "feed:c" || !strings.Contains(bad[0].Position, "line 4") || !strings.Contains(bad[0].Reason.Error(), "deletion line") {
+		t.Errorf("bad = %v", bad)
+	}
+	if st.Read != 4 {
+		t.Errorf("stats = %+v", st)
+	}
+}
+
 func TestLongLines(t *testing.T) {
 	dir := t.TempDir()
 	long := strings.Repeat("x", 5<<20)
@@ -202,6 +248,8 @@ func FuzzParseLine(f *testing.F) {
 	f.Add([]byte(`{"_id":"1","title":"t","text":"x"}`))
 	f.Add([]byte(`{"id":1e3,"text":"x","version":null}`))
 	f.Add([]byte(`{"id":"a","text":"\ud800"}`))
+	f.Add([]byte(`{"id":"a","deleted":true,"version":"3"}`))
+	f.Add([]byte(`{"id":"a","deleted":true,"text":""}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		rec, err := ParseLine(line)
 		if err != nil {
@@ -209,6 +257,9 @@ func FuzzParseLine(f *testing.F) {
 		}
 		if rec.ID == "" || !utf8.ValidString(rec.ID) || !utf8.ValidString(rec.Text) {
 			t.Fatalf("accepted a bad record %+v from %q", rec, line)
+		}
+		if rec.Deleted && (rec.Text != "" || rec.Title != "") {
+			t.Fatalf("a deletion with content %+v from %q", rec, line)
 		}
 	})
 }

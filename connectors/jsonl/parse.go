@@ -9,9 +9,14 @@ import (
 	"unicode/utf8"
 )
 
-// Record is one parsed line.
+// Record is one parsed line. Deleted marks a deletion line: {"id": "...", "deleted": true,
+// "version": "..."} says the document is gone as of that version (schemas.Deletion's rule;
+// without a version, whatever version is stored goes and the deletion is not remembered).
+// Its text must be absent or empty, since a line with text would be both an upsert and a
+// deletion; a title is ignored.
 type Record struct {
 	ID, Title, Text, Version string
+	Deleted                  bool
 }
 
 type rawRecord struct {
@@ -20,6 +25,7 @@ type rawRecord struct {
 	Title   json.RawMessage `json:"title"`
 	Text    json.RawMessage `json:"text"`
 	Version json.RawMessage `json:"version"`
+	Deleted json.RawMessage `json:"deleted"`
 }
 
 // ParseLine parses one JSONL line. On error the returned Record holds the ID when it was
@@ -49,6 +55,24 @@ func ParseLine(line []byte) (Record, error) {
 		return rec, fmt.Errorf("id %q is empty or holds control characters", id)
 	}
 	rec.ID = id
+	if !isAbsent(raw.Version) {
+		if rec.Version, err = scalar(raw.Version); err != nil {
+			return rec, fmt.Errorf("version: %w", err)
+		}
+	}
+	if !isAbsent(raw.Deleted) {
+		if err := json.Unmarshal(raw.Deleted, &rec.Deleted); err != nil {
+			return rec, errors.New(`"deleted" is not true or false`)
+		}
+	}
+	if rec.Deleted {
+		if !isAbsent(raw.Text) {
+			if text, err := str(raw.Text); err != nil || text != "" {
+				return rec, errors.New(`a deletion line ("deleted": true) has text; leave "text" out, or drop "deleted" to embed it`)
+			}
+		}
+		return rec, nil
+	}
 	if isAbsent(raw.Text) {
 		return rec, errors.New(`missing "text"`)
 	}
@@ -58,11 +82,6 @@ func ParseLine(line []byte) (Record, error) {
 	if !isAbsent(raw.Title) {
 		if rec.Title, err = str(raw.Title); err != nil {
 			return rec, fmt.Errorf("title: %w", err)
-		}
-	}
-	if !isAbsent(raw.Version) {
-		if rec.Version, err = scalar(raw.Version); err != nil {
-			return rec, fmt.Errorf("version: %w", err)
 		}
 	}
 	return rec, nil

@@ -10,15 +10,19 @@ import (
 // /metrics read the same numbers everywhere. Read them with Load; Summarize turns them into
 // the JSON summary.
 type Counters struct {
-	// Inputs. InputsRead = DocsWritten + DocsDeleted + DocsFailed + Resumed + Abandoned + Revoked once the
-	// run has ended (skipped inputs are counted by the source, by reason, before they are
-	// inputs).
+	// Inputs. InputsRead = DocsWritten + DocsDeleted + DocsFailed + Resumed + Abandoned +
+	// Revoked + Superseded once the run has ended (skipped inputs are counted by the source,
+	// by reason, before they are inputs).
 	InputsRead  atomic.Int64 // documents and bad inputs read in this run (resumed ones included)
 	Resumed     atomic.Int64 // skipped because a previous run committed them
 	DocsWritten atomic.Int64 // committed: durable in every output and acked
 	DocsDeleted atomic.Int64 // deletion records committed: applied in every output and acked
 	DocsFailed  atomic.Int64 // dead-lettered (a sink's refusal included)
-	Abandoned   atomic.Int64 // in flight at a hard stop or a fatal error: not acked, read again
+	// Superseded counts upserts kept out by a deletion the cache remembers (the document was
+	// deleted at this version or a later one): neither embedded nor written, acked at the
+	// commit.
+	Superseded atomic.Int64
+	Abandoned  atomic.Int64 // in flight at a hard stop or a fatal error: not acked, read again
 	// Revoked counts inputs whose source stopped being this process's before they were done
 	// (a Kafka partition moved to another group member): dropped unacked, the new owner
 	// reads them.

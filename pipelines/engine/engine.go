@@ -39,6 +39,10 @@ type Cache interface {
 	// its windows stay (content-addressed, they may be shared). The deletion is remembered
 	// for run.delete_retention.
 	DeleteManifest(d schemas.Deletion) error
+	// Superseded says whether a deletion the cache remembers supersedes version of docID: an
+	// upsert at that version is kept out (not embedded, not written). shardcache.Cache's
+	// PutManifest refuses such a manifest too (shardcache.ErrSuperseded).
+	Superseded(docID, version string) (bool, error)
 	// Flush makes every row added and manifest put before it durable: rows first.
 	Flush() error
 }

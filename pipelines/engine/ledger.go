@@ -83,6 +83,8 @@ type pendingInput struct {
 	in      Input
 	refused error // a sink's refusal (dead-lettered): the ack carries it
 	deleted bool  // a deletion (DeliverDelete), counted as such once durable
+	// superseded: an upsert a remembered deletion keeps out (Superseded); nothing written
+	superseded bool
 }
 
 // New makes the ledger of one run or stage; c receives its counts.
@@ -120,7 +122,22 @@ func (l *Ledger) Resumed(ctx context.Context, in Input) {
 // aggregation cannot take is dead-lettered under stage "aggregate" and acked now; one a sink
 // refuses is dead-lettered under stage "sink" and acked with the refusal at the commit (the
 // other sinks may hold its vector). A returned error is fatal: an output failed.
+//
+// An upsert at a version a deletion the cache remembers supersedes is kept out of every
+// output, acked at the commit and counted as superseded: checked here, in input order, as
+// well as by the caller before it embedded (a deletion earlier in the same input may have
+// been applied since).
 func (l *Ledger) Deliver(ctx context.Context, in Input, d Doc, keys []uint64, chunks [][]float32) error {
+	if l.out.Cache != nil {
+		sup, err := l.out.Cache.Superseded(d.ID, d.Version)
+		if err != nil {
+			return fmt.Errorf("doc manifest (%s): %w", d.ID, err)
+		}
+		if sup {
+			l.Superseded(in)
+			return nil
+		}
+	}
 	var v schemas.DocVector
 	if len(l.out.Vectors) > 0 {
 		var err error
@@ -193,6 +210,14 @@ func (l *Ledger) DeliverDelete(ctx context.Context, in Input, d schemas.Deletion
 	}
 	l.pending = append(l.pending, pendingInput{in: in, deleted: true})
 	return nil
+}
+
+// Superseded records an upsert that a deletion the cache remembers keeps out (the caller
+// found it with Cache.Superseded before embedding, or Deliver did): nothing is written; it is
+// acked at the next commit, in order with what was delivered before it, and counted as
+// superseded.
+func (l *Ledger) Superseded(in Input) {
+	l.pending = append(l.pending, pendingInput{in: in, superseded: true})
 }
 
 // DeliverDocument writes one raw document to the document sink (ingest); the input is acked
@@ -310,6 +335,8 @@ func (l *Ledger) Commit(ctx context.Context) error {
 			switch {
 			case p.deleted:
 				l.c.DocsDeleted.Add(1)
+			case p.superseded:
+				l.c.Superseded.Add(1)
 			case p.refused == nil:
 				l.c.DocsWritten.Add(1)
 			}

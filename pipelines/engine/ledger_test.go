@@ -40,6 +40,7 @@ type evCache struct {
 	ev       *events
 	failPut  bool
 	manifest []string
+	deleted  map[string]string // doc id → the version it was deleted at
 }
 
 func (c *evCache) Get(uint64, []float32) (bool, error) { return false, nil }
@@ -50,7 +51,15 @@ func (c *evCache) PutManifest(m shardcache.Manifest) error {
 }
 func (c *evCache) DeleteManifest(d schemas.Deletion) error {
 	c.ev.add("manifest delete " + d.DocID + "@" + d.Version)
+	if c.deleted == nil {
+		c.deleted = map[string]string{}
+	}
+	c.deleted[d.DocID] = d.Version
 	return nil
+}
+func (c *evCache) Superseded(id, version string) (bool, error) {
+	v, ok := c.deleted[id]
+	return ok && schemas.Supersedes(v, version), nil
 }
 func (c *evCache) Flush() error { c.ev.add("cache flush"); return nil }
 
@@ -193,6 +202,45 @@ func TestDeliverDelete(t *testing.T) {
 	}
 	if c.DocsWritten.Load() != 1 || c.DocsDeleted.Load() != 1 {
 		t.Fatalf("written %d deleted %d", c.DocsWritten.Load(), c.DocsDeleted.Load())
+	}
+}
+
+// An upsert that a deletion delivered before it supersedes is written nowhere, acked at the
+// commit in its turn and counted as superseded; a newer one is written.
+func TestDeliverSupersededByDelete(t *testing.T) {
+	ev := &events{}
+	l, c := testLedger(t, ev, Options{CommitEvery: 100}, &evSink{ev: ev, name: "parquet"})
+	ctx := context.Background()
+	steps := []struct {
+		id, version string
+		del         bool
+	}{{"a", "3", true}, {"a", "3", false}, {"a", "2", false}, {"a", "4", false}}
+	for i, s := range steps {
+		in := Input{Seq: int64(i), Ack: ackOf(ev, fmt.Sprintf("%s@%s", s.id, s.version)), DocID: s.id}
+		var err error
+		if s.del {
+			err = l.DeliverDelete(ctx, in, schemas.Deletion{DocID: s.id, Version: s.version})
+		} else {
+			err = l.Deliver(ctx, in, Doc{ID: s.id, Version: s.version}, []uint64{1, 2}, twoChunks)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"manifest delete a@3", "chunk deletion a", "parquet delete a",
+		"chunk a", "parquet a", // version 4 only
+		"cache flush", "chunks flush", "parquet flush",
+		"ack a@3", "ack a@3", "ack a@2", "ack a@4", "source commit", "watermark 4",
+	}
+	if strings.Join(ev.log, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(ev.log, "\n"), strings.Join(want, "\n"))
+	}
+	if c.DocsWritten.Load() != 1 || c.DocsDeleted.Load() != 1 || c.Superseded.Load() != 2 {
+		t.Fatalf("written %d deleted %d superseded %d", c.DocsWritten.Load(), c.DocsDeleted.Load(), c.Superseded.Load())
 	}
 }
 

@@ -30,9 +30,14 @@ type Summary struct {
 	Stopped string `json:"stopped"`
 	Error   string `json:"error,omitempty"`
 
-	InputsRead  int64            `json:"inputs_read"`
-	DocsWritten int64            `json:"docs_written"`
-	DocsFailed  int64            `json:"docs_failed"`
+	InputsRead  int64 `json:"inputs_read"`
+	DocsWritten int64 `json:"docs_written"`
+	DocsDeleted int64 `json:"docs_deleted"` // deletion records applied in every output
+	DocsFailed  int64 `json:"docs_failed"`
+	// Superseded: upserts kept out because the document was deleted at their version or a
+	// later one, and the deletion is remembered (run.delete_retention): not embedded, not
+	// written.
+	Superseded  int64            `json:"docs_superseded_by_delete"`
 	DocsResumed int64            `json:"docs_resumed"` // committed by an earlier run, skipped
 	Abandoned   int64            `json:"docs_abandoned"`
 	Revoked     int64            `json:"docs_revoked,omitempty"`  // their partition moved to another worker, which reads them
@@ -67,7 +72,8 @@ type Summary struct {
 	DeadLetter    string   `json:"dead_letter,omitempty"`
 	Outputs       []string `json:"outputs"`
 	// Sinks holds, by output name, what the sinks that can tell (connectors.SinkCounter) did
-	// with the vectors: a database sink's inserted, updated, unchanged, older_skipped rows.
+	// with the vectors: a database sink's inserted, updated, unchanged, older_skipped rows,
+	// and the deletions it applied (deleted).
 	Sinks map[string]map[string]int64 `json:"sinks,omitempty"`
 	// Store is what a distributed worker's replica of the cluster's chunk store did
 	// (pipelines/engine/replica: windows and manifests applied and published).
@@ -76,6 +82,13 @@ type Summary struct {
 	// Go runtime held at the end: the difference is C memory (ONNX Runtime, Pebble).
 	PeakRSSMiB float64 `json:"peak_rss_mib"`
 	GoMiB      float64 `json:"go_memory_mib"`
+}
+
+// Accounted is what became of the inputs read, which is InputsRead once a run or stage has
+// ended (invariant 8): written, deleted, failed, resumed, abandoned, revoked or superseded by
+// a deletion.
+func (s *Summary) Accounted() int64 {
+	return s.DocsWritten + s.DocsDeleted + s.DocsFailed + s.DocsResumed + s.Abandoned + s.Revoked + s.Superseded
 }
 
 // How a run or stage stopped (Summary.Stopped).
@@ -109,7 +122,9 @@ func Summarize(s *Summary, c *Counters, src connectors.SourceStats, sinks []conn
 	s.BusySeconds = max(0, s.WallSeconds-c.Idle().Seconds())
 	s.InputsRead = c.InputsRead.Load()
 	s.DocsWritten = c.DocsWritten.Load()
+	s.DocsDeleted = c.DocsDeleted.Load()
 	s.DocsFailed = c.DocsFailed.Load()
+	s.Superseded = c.Superseded.Load()
 	s.DocsResumed = c.Resumed.Load()
 	s.Abandoned = c.Abandoned.Load()
 	s.Revoked = c.Revoked.Load()

@@ -56,9 +56,10 @@ func (c *mapCache) Add(r shardcache.Row) (bool, error) {
 	c.rows[r.Key] = r
 	return true, nil
 }
-func (c *mapCache) PutManifest(shardcache.Manifest) error { return nil }
-func (c *mapCache) DeleteManifest(schemas.Deletion) error { return nil }
-func (c *mapCache) Flush() error                          { return nil }
+func (c *mapCache) PutManifest(shardcache.Manifest) error   { return nil }
+func (c *mapCache) DeleteManifest(schemas.Deletion) error   { return nil }
+func (c *mapCache) Superseded(string, string) (bool, error) { return false, nil }
+func (c *mapCache) Flush() error                            { return nil }
 
 func newBatcher(t *testing.T, m gn.Embedder) *gn.Batcher {
 	t.Helper()

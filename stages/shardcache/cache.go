@@ -23,6 +23,8 @@
 //	  "c"                 -> space (fingerprint, dim, K, S); Open refuses a different one
 //	  's' + seq (8B BE)   -> "indexed" marker: version byte, uvarint rows, uvarint file bytes
 //	  'm' + doc id        -> Manifest (see indexrec.EncodeManifest)
+//	  'd' + doc id        -> Tombstone of a deleted document (version, when), in place of its
+//	                         manifest while Options.DeleteRetention remembers it (manifests.go)
 //	  'k' + key (8B BE)   -> caches from before index.hash only: removed once Open has built
 //	                         the table (see table.go)
 //
@@ -79,6 +81,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -117,6 +120,9 @@ type Options struct {
 	// before companion files. Kept so the two can be measured against each other
 	// (ops/bench/store -legacy); companions are still written and rebuilt.
 	ReadParquet bool
+	// DeleteRetention is how long a deletion is remembered against older versions of its
+	// document arriving later (run.delete_retention); default DefaultDeleteRetention.
+	DeleteRetention time.Duration
 }
 
 // Options are the options in effect, defaults filled in.
@@ -176,8 +182,8 @@ type Cache struct {
 
 	mu        sync.Mutex
 	buf       *shardfile.Rows
-	sealed    []*shardfile.Rows // cut, waiting to become visible; still served from memory
-	manifests map[string]*Manifest
+	sealed    []*shardfile.Rows      // cut, waiting to become visible; still served from memory
+	manifests map[string]*pendingDoc // manifests and deletions for the next Flush (manifests.go)
 	nextSeq   uint64
 	shards    map[uint64]struct{}  // visible and indexed
 	lru       []*shardfile.Decoded // ReadParquet only; most recently used first
@@ -207,8 +213,11 @@ func Open(opts Options) (*Cache, error) {
 	if opts.Dim <= 0 || opts.K <= 0 || opts.S <= 0 {
 		return nil, fmt.Errorf("shardcache: Dim, K and S must be positive (got %d, %d, %d)", opts.Dim, opts.K, opts.S)
 	}
-	if opts.RowsPerShard < 0 || opts.ReadCacheShards < 0 || opts.OpenFiles < 0 || opts.IndexCacheBytes < 0 {
-		return nil, errors.New("shardcache: RowsPerShard, ReadCacheShards, OpenFiles and IndexCacheBytes must not be negative")
+	if opts.RowsPerShard < 0 || opts.ReadCacheShards < 0 || opts.OpenFiles < 0 || opts.IndexCacheBytes < 0 || opts.DeleteRetention < 0 {
+		return nil, errors.New("shardcache: RowsPerShard, ReadCacheShards, OpenFiles, IndexCacheBytes and DeleteRetention must not be negative")
+	}
+	if opts.DeleteRetention == 0 {
+		opts.DeleteRetention = DefaultDeleteRetention
 	}
 	if opts.RowsPerShard == 0 {
 		opts.RowsPerShard = 8192
@@ -231,7 +240,7 @@ func Open(opts Options) (*Cache, error) {
 		sp:        sp,
 		schema:    schemas.ChunkSchema(opts.Dim, shardfile.Meta(sp)),
 		shardD:    filepath.Join(opts.Dir, "shards"),
-		manifests: map[string]*Manifest{},
+		manifests: map[string]*pendingDoc{},
 		shards:    map[uint64]struct{}{},
 		broken:    map[uint64]error{},
 		bad:       map[uint64]struct{}{},
@@ -628,36 +637,13 @@ func (c *Cache) flush() error {
 	if len(c.buf.Keys) > 0 {
 		c.seal()
 	}
-	mans := make([]*Manifest, 0, len(c.manifests))
-	for _, m := range c.manifests {
-		mans = append(mans, m)
-	}
+	// Taken with the seal: a manifest put later may name rows that this flush does not write.
+	pend := c.pendingDocs()
 	c.mu.Unlock()
 	if err := c.drain(); err != nil {
 		return err
 	}
-	if len(mans) == 0 {
-		return nil
-	}
-	b := c.db.NewBatch()
-	defer b.Close()
-	for _, m := range mans {
-		if err := b.Set(indexrec.ManifestKeyOf(m.DocID), indexrec.EncodeManifest(*m), nil); err != nil {
-			return fmt.Errorf("shardcache: index: %w", err)
-		}
-	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		return fmt.Errorf("shardcache: index: %w", err)
-	}
-	// Drop only manifests not replaced meanwhile; a newer Put waits for the next Flush.
-	c.mu.Lock()
-	for _, m := range mans {
-		if c.manifests[m.DocID] == m {
-			delete(c.manifests, m.DocID)
-		}
-	}
-	c.mu.Unlock()
-	return nil
+	return c.flushManifests(pend)
 }
 
 // Stats returns the counters.

@@ -105,7 +105,7 @@ func Open(cfg *pipelines.Config, want Want) (_ *Parts, err error) {
 		p.Cache, err = shardcache.Open(shardcache.Options{
 			IndexCacheBytes: indexCache,
 			Dir:             cfg.Cache.Dir, Fingerprint: p.GN.Fingerprint, Dim: p.GN.Dim, K: p.Params.K, S: p.Params.S,
-			RowsPerShard: cfg.Cache.RowsPerShard,
+			RowsPerShard: cfg.Cache.RowsPerShard, DeleteRetention: cfg.Run.DeleteRetention.Duration,
 		})
 		if err != nil {
 			return nil, err

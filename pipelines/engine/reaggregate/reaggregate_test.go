@@ -89,36 +89,7 @@ func (s *countingSink) Close(ctx context.Context) error { return s.Flush(ctx) }
 // a sink -- a database's transaction -- never holds more than that many vectors, however large
 // the corpus; a document whose window is missing is dead-lettered, not lost in a log line.
 func TestRunIntoCommitsAtTheRunCadence(t *testing.T) {
-	model, tok := testenv.GN(t, "bge-small-en-v15")
-	dir := t.TempDir()
-	y := fmt.Sprintf(`version: 1
-name: rc
-source: {type: jsonl, path: unused.jsonl}
-gn: {name: bge-small-en-v15, model: %q, tokenizer: %q}
-chunking: {k: 64, s: 64}
-cache: {dir: %q}
-sinks: [{type: parquet, dir: %q}]
-run: {state_dir: %q, commit_every: 10, progress: off}
-`, model, tok, filepath.Join(dir, "cache"), filepath.Join(dir, "vectors"), filepath.Join(dir, "state"))
-	cfg, err := pipelines.Parse([]byte(y))
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := gn.Identify(gn.Config{Name: "bge-small-en-v15", Model: model, Tokenizer: tok})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := shardcache.Open(shardcache.Options{Dir: cfg.Cache.Dir, Fingerprint: id.Fingerprint, Dim: id.Dim, K: 64, S: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	emb := make([]float32, id.Dim)
-	emb[0] = 1
-	for k := uint64(1); k <= 3; k++ {
-		if _, err := c.Add(shardcache.Row{Key: k, DocID: "t:0", Embedding: emb}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cfg, c := testStore(t)
 	for i := range 35 {
 		keys := []uint64{1, 2, 3}
 		if i == 17 {
@@ -149,5 +120,95 @@ run: {state_dir: %q, commit_every: 10, progress: off}
 	dl, err := os.ReadFile(cfg.DeadLetterPath())
 	if err != nil || !strings.Contains(string(dl), `"t:17"`) || !strings.Contains(string(dl), "not in the cache") {
 		t.Fatalf("dead letters %q (%v)", dl, err)
+	}
+}
+
+// testStore is a pipeline (commit_every 10, a parquet sink) and its opened chunk cache, which
+// holds windows 1, 2 and 3.
+func testStore(t *testing.T) (*pipelines.Config, *shardcache.Cache) {
+	t.Helper()
+	model, tok := testenv.GN(t, "bge-small-en-v15")
+	dir := t.TempDir()
+	y := fmt.Sprintf(`version: 1
+name: rc
+source: {type: jsonl, path: unused.jsonl}
+gn: {name: bge-small-en-v15, model: %q, tokenizer: %q}
+chunking: {k: 64, s: 64}
+cache: {dir: %q}
+sinks: [{type: parquet, dir: %q}]
+run: {state_dir: %q, commit_every: 10, progress: off}
+`, model, tok, filepath.Join(dir, "cache"), filepath.Join(dir, "vectors"), filepath.Join(dir, "state"))
+	cfg, err := pipelines.Parse([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := gn.Identify(gn.Config{Name: "bge-small-en-v15", Model: model, Tokenizer: tok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := shardcache.Open(shardcache.Options{Dir: cfg.Cache.Dir, Fingerprint: id.Fingerprint, Dim: id.Dim, K: 64, S: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	emb := make([]float32, id.Dim)
+	emb[0] = 1
+	for k := uint64(1); k <= 3; k++ {
+		if _, err := c.Add(shardcache.Row{Key: k, DocID: "t:0", Embedding: emb}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cfg, c
+}
+
+// idSink records the doc ids it is given.
+type idSink struct{ ids []string }
+
+func (s *idSink) Delete(_ context.Context, d schemas.Deletion) error {
+	s.ids = append(s.ids, "-"+d.DocID)
+	return nil
+}
+func (s *idSink) Write(_ context.Context, v schemas.DocVector) error {
+	s.ids = append(s.ids, v.DocID)
+	return nil
+}
+func (s *idSink) Flush(context.Context) error { return nil }
+func (s *idSink) Close(context.Context) error { return nil }
+
+// A deleted document has no manifest, so re-aggregation (and so tune --apply) never writes
+// it again: not the version deleted, not an older one put after the deletion, and not after
+// the cache was reopened. A document deleted and then put at a newer version is back.
+func TestRunIntoSkipsDeletedDocuments(t *testing.T) {
+	cfg, c := testStore(t)
+	for i := range 6 {
+		if err := c.PutManifest(shardcache.Manifest{DocID: fmt.Sprintf("t:%d", i), Version: "2", Keys: []uint64{1, 2, 3}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"t:1", "t:4", "t:5"} {
+		if err := c.DeleteManifest(schemas.Deletion{DocID: id, Version: "2"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.PutManifest(shardcache.Manifest{DocID: "t:4", Version: "1", Keys: []uint64{1}}); !errors.Is(err, shardcache.ErrSuperseded) {
+		t.Fatalf("an older manifest after the deletion: %v", err)
+	}
+	if err := c.PutManifest(shardcache.Manifest{DocID: "t:5", Version: "3", Keys: []uint64{2}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sink := &idSink{}
+	sum, err := RunInto(context.Background(), cfg, func(gn.Identity, aggregate.Aggregator, aggregate.Aggregator) ([]connectors.Sink, []string, error) {
+		return []connectors.Sink{sink}, []string{"ids"}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(sink.ids, " "); got != "t:0 t:2 t:3 t:5" || sum.Documents != 4 || sum.Written != 4 {
+		t.Fatalf("re-aggregated %q (summary %+v), want t:0 t:2 t:3 t:5", got, sum)
 	}
 }

@@ -157,7 +157,7 @@ func (p *Progress) report(final bool) {
 		hitRate = float64(hits) / float64(cut)
 	}
 	if p.mode == "log" {
-		attrs := []any{"docs", docs, "failed", c.DocsFailed.Load(), "windows", win,
+		attrs := []any{"docs", docs, "deleted", c.DocsDeleted.Load(), "failed", c.DocsFailed.Load(), "windows", win,
 			"windows_per_s", fmt.Sprintf("%.1f", float64(win)/max(el, 1e-9)),
 			"cache_hit_rate", fmt.Sprintf("%.3f", hitRate), "gn_windows", gnw}
 		// Memory, split into the Go runtime's and the rest, so a long run shows what grows.
@@ -181,6 +181,9 @@ func (p *Progress) report(final bool) {
 	}
 	line := fmt.Sprintf("\r%sdocs %d  windows %d  %.1f win/s  cache hits %.1f%%  GN %d", bar, docs, win,
 		float64(win)/max(el, 1e-9), 100*hitRate, gnw)
+	if del := c.DocsDeleted.Load(); del > 0 {
+		line += fmt.Sprintf("  deleted %d", del)
+	}
 	if eta != "" {
 		line += "  ETA " + eta
 	}
@@ -197,6 +200,8 @@ func MetricsHandler(c *engine.Counters, l promtext.Labels, extra func() map[stri
 		ms := []promtext.Metric{
 			{Name: "reignpipe_inputs_read_total", Kind: "counter", Help: "Inputs read from the source (documents and bad inputs).", Value: float64(c.InputsRead.Load())},
 			{Name: "reignpipe_docs_written_total", Kind: "counter", Help: "Documents whose vector (or chunks) was committed.", Value: float64(c.DocsWritten.Load())},
+			{Name: "reignpipe_docs_deleted_total", Kind: "counter", Help: "Deletion records applied in every output and committed.", Value: float64(c.DocsDeleted.Load())},
+			{Name: "reignpipe_docs_superseded_by_delete_total", Kind: "counter", Help: "Upserts kept out because a remembered deletion supersedes their version.", Value: float64(c.Superseded.Load())},
 			{Name: "reignpipe_docs_failed_total", Kind: "counter", Help: "Inputs sent to the dead-letter output.", Value: float64(c.DocsFailed.Load())},
 			{Name: "reignpipe_windows_total", Kind: "counter", Help: "GN windows cut.", Value: float64(c.Windows.Load())},
 			{Name: "reignpipe_cache_hits_total", Kind: "counter", Help: "Windows served from the chunk cache.", Value: float64(c.CacheHits.Load())},

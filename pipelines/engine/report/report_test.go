@@ -2,12 +2,14 @@ package report
 
 import (
 	"bytes"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/internal/promtext"
 	"github.com/reignpipe/reignpipe/pipelines/engine"
 )
 
@@ -75,5 +77,30 @@ func TestProgressCountsWindowsDone(t *testing.T) {
 	p.report(true)
 	if got := out.String(); !strings.Contains(got, "windows "+strconv.Itoa(12)+" ") || !strings.Contains(got, "GN 9") || !strings.Contains(got, "cache hits 25.0%") {
 		t.Fatalf("bar %q", got)
+	}
+}
+
+// Deletions show in the bar once there are any, and in /metrics with the upserts they kept out.
+func TestDeletesReported(t *testing.T) {
+	var c engine.Counters
+	var out bytes.Buffer
+	p := &Progress{c: &c, stats: func() connectors.SourceStats { return connectors.SourceStats{} }, mode: "bar", out: &out, started: time.Now(), rate: rateWindow{span: etaSpan}}
+	p.report(false)
+	if strings.Contains(out.String(), "deleted") {
+		t.Fatalf("a run with no deletion shows them: %q", out.String())
+	}
+	out.Reset()
+	c.DocsDeleted.Add(4)
+	c.Superseded.Add(2)
+	p.report(false)
+	if !strings.Contains(out.String(), "deleted 4") {
+		t.Fatalf("bar %q", out.String())
+	}
+	rec := httptest.NewRecorder()
+	MetricsHandler(&c, promtext.Labels{Pipeline: "p", Stage: "run"}, nil).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, want := range []string{`reignpipe_docs_deleted_total{pipeline="p",stage="run"} 4`, `reignpipe_docs_superseded_by_delete_total{pipeline="p",stage="run"} 2`} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, rec.Body.String())
+		}
 	}
 }

@@ -122,7 +122,14 @@ type item struct {
 	// err fails the document before the embed step (its size, a soft stop), with the stage.
 	err   error
 	stage string
+	// superseded: a deletion the cache remembers supersedes this upsert's version; it is
+	// neither tokenized nor embedded (the ledger records it as superseded).
+	superseded bool
 }
+
+// skipsEmbed says whether it goes straight to the writer: a deletion record or a superseded
+// upsert has no windows.
+func (it *item) skipsEmbed() bool { return it.doc.Deleted || it.superseded }
 
 // Runner executes one pipeline once.
 type Runner struct {
@@ -242,7 +249,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 		go func() {
 			defer tokWG.Done()
 			for it := range toTok {
-				if it.bad == nil && it.err == nil && ctx.Err() == nil && !leaseEnded(it) {
+				if it.bad == nil && it.err == nil && ctx.Err() == nil && !leaseEnded(it) && !it.doc.Deleted {
 					r.tokenize(it)
 				}
 				toEmb <- it
@@ -265,7 +272,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 				// unacked, so the drain takes one batcher queue, not every queued document.
 				it.err, it.stage = ctx.Err(), "stop"
 			}
-			if it.bad != nil || it.err != nil || leaseEnded(it) {
+			if it.bad != nil || it.err != nil || leaseEnded(it) || it.skipsEmbed() {
 				deliver(it)
 				continue
 			}
@@ -340,6 +347,11 @@ func (r *Runner) handle(ctx context.Context, led *engine.Ledger, it *item) error
 		return nil
 	case it.err != nil:
 		return led.Fail(ctx, it.in, it.stage, it.err)
+	case it.doc.Deleted:
+		return led.DeliverDelete(ctx, it.in, schemas.DeletionOf(it.doc))
+	case it.superseded:
+		led.Superseded(it.in)
+		return nil
 	}
 	if err, stage, fatal, revoked := it.job.Err(); err != nil {
 		switch {
@@ -476,8 +488,15 @@ func (r *Runner) nothingRead() error {
 	return fmt.Errorf("source: %w: every input was skipped (%s)", ErrNoDocuments, strings.Join(reasons, ", "))
 }
 
+// tokenize cuts it's windows, unless a deletion the cache remembers supersedes its version:
+// then it costs no tokenizing and no GN pass. A failed lookup is left to the writer, which asks
+// again (Ledger.Deliver) and fails the run with the error.
 func (r *Runner) tokenize(it *item) {
 	p := r.parts
+	if sup, err := p.Cache.Superseded(it.doc.ID, it.doc.Version); err == nil && sup {
+		it.superseded = true
+		return
+	}
 	it.hash = it.doc.ContentHash()
 	windows, nTokens := p.Chunking.Cut(p.Tokenizer, it.doc.Text, p.Anchored)
 	keys := make([]uint64, len(windows))

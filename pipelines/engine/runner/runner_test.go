@@ -139,6 +139,8 @@ type memSink struct {
 	failOn  string
 	flushes int
 	deleted []schemas.Deletion
+	// order is every write ("id@version") and deletion ("-id@version") in the order it came.
+	order []string
 }
 
 // Delete keeps the deletions in the order they came; none is applied to buf.
@@ -146,6 +148,7 @@ func (m *memSink) Delete(ctx context.Context, d schemas.Deletion) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.deleted = append(m.deleted, d)
+	m.order = append(m.order, "-"+d.DocID+"@"+d.Version)
 	return nil
 }
 
@@ -159,6 +162,7 @@ func (m *memSink) Write(ctx context.Context, v schemas.DocVector) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.buf = append(m.buf, v)
+	m.order = append(m.order, v.DocID+"@"+v.Version)
 	return nil
 }
 func (m *memSink) Flush(ctx context.Context) error {
@@ -546,7 +550,7 @@ func TestFatalErrorSummaryAddsUp(t *testing.T) {
 	if s.DocsWritten != 0 || s.InputsRead == 0 {
 		t.Fatalf("written %d of %d read, though no flush succeeded", s.DocsWritten, s.InputsRead)
 	}
-	if got := s.DocsWritten + s.DocsFailed + s.DocsResumed + s.Abandoned; got != s.InputsRead {
+	if got := s.Accounted(); got != s.InputsRead {
 		t.Fatalf("read %d, accounted %d (written %d failed %d resumed %d abandoned %d)",
 			s.InputsRead, got, s.DocsWritten, s.DocsFailed, s.DocsResumed, s.Abandoned)
 	}
@@ -567,7 +571,7 @@ func TestSoftStopSummaryAddsUp(t *testing.T) {
 			}
 			var s engine.Summary
 			rg.r.Summarize(&s, rg.src.Stats())
-			if got := s.DocsWritten + s.DocsFailed + s.DocsResumed + s.Abandoned; got != s.InputsRead {
+			if got := s.Accounted(); got != s.InputsRead {
 				t.Fatalf("read %d, accounted %d (written %d abandoned %d)", s.InputsRead, got, s.DocsWritten, s.Abandoned)
 			}
 			if s.DocsWritten != rg.src.acked.Load() {

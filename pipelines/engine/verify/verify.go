@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/pipelines"
@@ -29,6 +30,10 @@ type Output struct {
 	// manifests again (from cached windows: no GN).
 	NoManifest     int64    `json:"docs_without_manifest,omitempty"`
 	NoManifestDocs []string `json:"docs_without_manifest_list,omitempty"`
+	// Deleted counts documents the folder still holds whose deletion the cache has applied
+	// and remembers (run.delete_retention): a crash came between the cache's flush and the
+	// sink's, and the deletion, read again, writes the tombstone. Not lost manifests.
+	Deleted int64 `json:"docs_deleted,omitempty"`
 }
 
 // Report is what Run found (and did, with repair).
@@ -63,7 +68,7 @@ func (r Report) OK() bool {
 // Run verifies cfg's cache, outputs and state folder; with repair it also fixes what it can.
 func Run(cfg *pipelines.Config, repair bool) (Report, error) {
 	rep := Report{Pipeline: cfg.Name, Repair: repair, Outputs: []Output{}, Temps: []string{}}
-	c, err := openCache(cfg.Cache.Dir)
+	c, err := openCache(cfg.Cache.Dir, cfg.Run.DeleteRetention.Duration)
 	if err != nil {
 		rep.CacheErr = err.Error()
 	}
@@ -109,13 +114,23 @@ func Run(cfg *pipelines.Config, repair bool) (Report, error) {
 			if err != nil || manifests == nil {
 				break
 			}
-			var ok bool
-			if _, ok, err = manifests.Manifest(id); err == nil && !ok {
-				if o.NoManifest < maxListed {
-					o.NoManifestDocs = append(o.NoManifestDocs, id)
-				}
-				o.NoManifest++
+			var ok, deleted bool
+			if _, ok, err = manifests.Manifest(id); err != nil || ok {
+				continue
 			}
+			// The cache applies a deletion before the sinks do: a crash between the two leaves
+			// the vector without its tombstone until the deletion is read again.
+			if _, deleted, err = manifests.Tombstone(id); err != nil {
+				continue
+			}
+			if deleted {
+				o.Deleted++
+				continue
+			}
+			if o.NoManifest < maxListed {
+				o.NoManifestDocs = append(o.NoManifestDocs, id)
+			}
+			o.NoManifest++
 		}
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			o.Error = err.Error()
@@ -139,7 +154,7 @@ const maxListed = 20
 // openCache opens the cache in the space it was built for (read from its own index: no GN
 // needed). No cache yet is (nil, nil); shards without an index is an error saying what the next
 // run does about it.
-func openCache(dir string) (*shardcache.Cache, error) {
+func openCache(dir string, deleteRetention time.Duration) (*shardcache.Cache, error) {
 	if _, err := os.Stat(filepath.Join(dir, "index")); err != nil {
 		if shards := glob(filepath.Join(dir, "shards"), "*.parquet"); len(shards) > 0 {
 			return nil, fmt.Errorf("%s holds %d shards but no index: the next run rebuilds the index from the shards (no GN), "+
@@ -151,7 +166,7 @@ func openCache(dir string) (*shardcache.Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	return shardcache.Open(shardcache.Options{Dir: dir, Fingerprint: fp, Dim: dim, K: k, S: s})
+	return shardcache.Open(shardcache.Options{Dir: dir, Fingerprint: fp, Dim: dim, K: k, S: s, DeleteRetention: deleteRetention})
 }
 
 func glob(dir string, patterns ...string) []string {

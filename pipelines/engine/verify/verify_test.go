@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/schemas"
@@ -104,38 +105,8 @@ run: {state_dir: %q}
 // manifests without a trace in the shards: verify says so, first as a missing index and then,
 // once a run has rebuilt the index from the shards, as vectors whose documents have no manifest.
 func TestRunFindsLostManifests(t *testing.T) {
-	dir := t.TempDir()
-	cfg, err := pipelines.Parse([]byte(fmt.Sprintf(`version: 1
-name: v
-source: {type: jsonl, path: in.jsonl}
-cache: {dir: %q, rows_per_shard: 2}
-sinks:
-  - {type: parquet, dir: %q}
-`, filepath.Join(dir, "cache"), filepath.Join(dir, "vectors"))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := shardcache.Options{Dir: cfg.Cache.Dir, Fingerprint: "fp@1", Dim: 2, K: 8, S: 8, RowsPerShard: 2}
-	c, err := shardcache.Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink, err := vectorfile.NewParquet(vectorfile.ParquetOptions{Dir: cfg.Sinks[0].Dir(), Dim: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, id := range []string{"t:a", "t:b", "t:c"} {
-		key := uint64(10 + i)
-		if _, err := c.Add(shardcache.Row{Key: key, DocID: id, Embedding: []float32{1, float32(i)}}); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.PutManifest(shardcache.Manifest{DocID: id, Version: "1", Fingerprint: "fp@1", K: 8, S: 8, Keys: []uint64{key}}); err != nil {
-			t.Fatal(err)
-		}
-		if err := sink.Write(context.Background(), schemas.DocVector{DocID: id, Version: "1", Space: "s", Vector: []float32{1, float32(i)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cfg, opts, c, sink := parquetPipeline(t)
+	writeDocs(t, c, sink, "t:a", "t:b", "t:c")
 	if err := errors.Join(c.Close(), sink.Close(context.Background())); err != nil {
 		t.Fatal(err)
 	}
@@ -160,6 +131,78 @@ sinks:
 	if err != nil || rep.OK() || rep.Cache == nil || rep.Cache.Entries != 3 || rep.Outputs[0].NoManifest != 3 {
 		t.Fatalf("index rebuilt from the shards, manifests gone: %+v %+v %v", rep, rep.Cache, err)
 	}
+}
+
+// A deletion the cache applied and the sink did not yet (a crash between their flushes) is not
+// a lost manifest: the cache remembers it, verify counts the document as deleted and says all
+// is well, and a repair does not bring its manifest back.
+func TestRunKnowsDeletedDocuments(t *testing.T) {
+	cfg, opts, c, sink := parquetPipeline(t)
+	writeDocs(t, c, sink, "t:a", "t:b")
+	if err := c.DeleteManifest(schemas.Deletion{DocID: "t:b", Version: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(c.Close(), sink.Close(context.Background())); err != nil {
+		t.Fatal(err)
+	}
+	for _, repair := range []bool{false, true} {
+		rep, err := Run(cfg, repair)
+		if err != nil || !rep.OK() || rep.Outputs[0].Vectors != 2 || rep.Outputs[0].Deleted != 1 || rep.Outputs[0].NoManifest != 0 {
+			t.Fatalf("repair %v: %+v %+v %v", repair, rep, rep.Outputs, err)
+		}
+	}
+	c, err := shardcache.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, ok, err := c.Manifest("t:b"); ok || err != nil {
+		t.Fatalf("after verify --repair the deleted document has a manifest again (%v, %v)", ok, err)
+	}
+}
+
+// writeDocs gives each document one window, its manifest (version 1) and its vector in sink.
+func writeDocs(t *testing.T, c *shardcache.Cache, sink connectors.Sink, ids ...string) {
+	t.Helper()
+	for i, id := range ids {
+		key := uint64(10 + i)
+		if _, err := c.Add(shardcache.Row{Key: key, DocID: id, Embedding: []float32{1, float32(i)}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.PutManifest(shardcache.Manifest{DocID: id, Version: "1", Fingerprint: "fp@1", K: 8, S: 8, Keys: []uint64{key}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := sink.Write(context.Background(), schemas.DocVector{DocID: id, Version: "1", Space: "s", Vector: []float32{1, float32(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// parquetPipeline is a pipeline with one parquet sink, its opened chunk cache (two rows a
+// shard) and that sink.
+func parquetPipeline(t *testing.T) (*pipelines.Config, shardcache.Options, *shardcache.Cache, connectors.Sink) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg, err := pipelines.Parse([]byte(fmt.Sprintf(`version: 1
+name: v
+source: {type: jsonl, path: in.jsonl}
+cache: {dir: %q, rows_per_shard: 2}
+sinks:
+  - {type: parquet, dir: %q}
+`, filepath.Join(dir, "cache"), filepath.Join(dir, "vectors"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := shardcache.Options{Dir: cfg.Cache.Dir, Fingerprint: "fp@1", Dim: 2, K: 8, S: 8, RowsPerShard: 2}
+	c, err := shardcache.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, err := vectorfile.NewParquet(vectorfile.ParquetOptions{Dir: cfg.Sinks[0].Dir(), Dim: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, opts, c, sink
 }
 
 // A deleted document's manifest goes with it while its older vector stays in the parts under

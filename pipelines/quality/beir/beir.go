@@ -171,6 +171,9 @@ func parseDocLine(line []byte) (Doc, error) {
 	if err != nil {
 		return Doc{}, err
 	}
+	if r.Deleted {
+		return Doc{}, fmt.Errorf("document %s is a deletion line (\"deleted\": true): an evaluation corpus holds documents only", r.ID)
+	}
 	return Doc{ID: r.ID, Title: r.Title, Text: r.Text}, nil
 }
 

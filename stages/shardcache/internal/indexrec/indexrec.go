@@ -1,7 +1,8 @@
 // Package indexrec is the record layout of a shardcache's Pebble index: its key space (one
 // prefix byte per record kind) and the encodings of the values -- the cache's GN space, the
-// per-shard "indexed" markers, document manifests, and the per-key locations of caches from
-// before the key table. Each decoder refuses what its encoder could not have written.
+// per-shard "indexed" markers, document manifests, deleted documents' tombstones
+// (tombstone.go), and the per-key locations of caches from before the key table. Each
+// decoder refuses what its encoder could not have written.
 package indexrec
 
 import (
@@ -26,8 +27,9 @@ type Manifest struct {
 	NTokens       int
 }
 
-// Pebble key space. One-byte prefixes keep the three record kinds in disjoint ranges so
-// ScanManifests and the marker scan on Open iterate only their own kind.
+// Pebble key space. One-byte prefixes keep the record kinds in disjoint ranges so
+// ScanManifests and the marker scan on Open iterate only their own kind (PrefixTombstone,
+// 'd', is in tombstone.go).
 const (
 	PrefixKey      = 'k' // 'k' + key (8 bytes BE) -> Location; caches from before index.hash
 	PrefixShard    = 's' // 's' + seq (8 bytes BE) -> shard Marker
