@@ -68,7 +68,11 @@ func wikipediaSource() registry.Source {
 			if _, err := os.Stat(c.Path); errors.Is(err, fs.ErrNotExist) {
 				return nil, fmt.Errorf("source.path: %q does not exist%s", c.Path, relativeHint(c.Path))
 			}
-			return wikipedia.Open(wikipedia.Options{Path: c.Path, Index: w.Index, Source: c.Name, Workers: w.Workers, MaxPageBytes: int(markupBound(c.MaxDocBytes))})
+			if w.DeleteMissing && c.StateBase == "" {
+				return nil, errors.New("source.delete_missing: needs the run's state folder (run.state_dir) to keep the articles of the last complete read")
+			}
+			return wikipedia.Open(wikipedia.Options{Path: c.Path, Index: w.Index, Source: c.Name, Workers: w.Workers, MaxPageBytes: int(markupBound(c.MaxDocBytes)),
+				DeleteMissing: w.DeleteMissing, ArticlesPath: c.StateBase + ".wikipedia-articles"})
 		},
 	}
 }
