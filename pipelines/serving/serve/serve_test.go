@@ -2,14 +2,12 @@ package serve
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -22,31 +20,13 @@ import (
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
-// start serves a real run's corpus on a loopback port and returns its base URL.
+// start serves the shared corpus (probes_test.go) on a loopback port and returns its base URL
+// and the corpus's vectors folder.
 func start(t *testing.T, o Options) (*API, *Server, string, string) {
 	t.Helper()
-	dir := t.TempDir()
-	cfg := searchtest.Corpus(t, dir, "")
-	s, err := search.Open(context.Background(), cfg, search.Options{Sink: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.Pipeline = cfg.Name
-	a := New(s, o)
-	srv, err := Listen(Listening{Addr: "127.0.0.1:0"}, a)
-	if err != nil {
-		s.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Shutdown(5 * time.Second); err != nil {
-			t.Error(err)
-		}
-		if err := s.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return a, srv, "http://" + srv.Addr, filepath.Join(dir, "vectors")
+	a, srv := serveShared(t, o, Listening{})
+	_, vectors := shared(t)
+	return a, srv, "http://" + srv.Addr, vectors
 }
 
 func post(t *testing.T, url, ctype, body string) (int, []byte) {
@@ -318,6 +298,58 @@ func FuzzReadRequest(f *testing.F) {
 		}
 		if strings.Contains(ae.msg, os.TempDir()) {
 			t.Fatalf("a server path in the message: %s", ae.msg)
+		}
+	})
+}
+
+// FuzzMediaType: any Content-Type header is either one of the types a route takes (with at
+// most charset=utf-8) or a typed 415; never a guess.
+func FuzzMediaType(f *testing.F) {
+	for _, s := range []string{"application/json", "application/json; charset=UTF-8", ";;;", "", "text/plain;charset=latin1", "application/json; a=b", "TEXT/PLAIN"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, h string) {
+		r, _ := http.NewRequest("POST", "/v1/embed", nil)
+		r.Header.Set("Content-Type", h)
+		ct, err := mediaType(r, docTypes...)
+		if err != nil {
+			var ae *apiError
+			if !errors.As(err, &ae) || ae.status != http.StatusUnsupportedMediaType {
+				t.Fatalf("%q: %v is not a 415", h, err)
+			}
+			return
+		}
+		if !slices.Contains(docTypes, ct) {
+			t.Fatalf("%q taken as %q", h, ct)
+		}
+	})
+}
+
+// FuzzEmbeddingsRequest: whatever JSON arrives at /v1/embeddings, the reader gives one string
+// per input or a typed 400 naming the param; never a panic, never an input it did not hold.
+func FuzzEmbeddingsRequest(f *testing.F) {
+	for _, s := range []string{`{"model":"m","input":"a"}`, `{"input":["a","b"]}`, `{"input":[1,2]}`, `{"input":[[1]]}`,
+		`{"input":[]}`, `{"input":null}`, `{"input":"a"} x`, `{"input":["a",3]}`, `{"input":{"a":1}}`} {
+		f.Add([]byte(s))
+	}
+	a := &API{}
+	a.o.defaults()
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var q embeddingsRequest
+		err := decodeJSON(body, &q, embeddingsFields)
+		var texts []string
+		if err == nil {
+			texts, err = a.inputs(q.Input)
+		}
+		if err != nil {
+			var ae *apiError
+			if !errors.As(err, &ae) || ae.status != http.StatusBadRequest {
+				t.Fatalf("%v is not a typed 400", err)
+			}
+			return
+		}
+		if len(texts) == 0 || len(texts) > a.o.MaxInputs {
+			t.Fatalf("%d inputs taken", len(texts))
 		}
 	})
 }
