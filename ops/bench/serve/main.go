@@ -406,6 +406,7 @@ func (o *options) resources(ctx context.Context, rep *strings.Builder) error {
 	var slowCodes []int
 	var mu sync.Mutex
 	var normal, normalOK int
+	normalCodes := map[int]int{}
 	cores, rss = o.watch(func() {
 		var wg sync.WaitGroup
 		for range 4 {
@@ -421,15 +422,19 @@ func (o *options) resources(ctx context.Context, rep *strings.Builder) error {
 		stop := time.Now().Add(5 * time.Second)
 		for time.Now().Before(stop) {
 			_, body := o.request("/v1/search", "stored id", normal)
-			code, _ := o.post("/v1/search", body)
+			code, err := o.post("/v1/search", body)
+			if err != nil {
+				code = 0
+			}
 			normal++
+			normalCodes[code]++
 			if code == 200 {
 				normalOK++
 			}
 		}
 		wg.Wait()
 	})
-	fmt.Fprintf(rep, "| 4 clients sending 1 byte/s (--body-timeout 5s) beside one normal client | %.2f | %.0f | slow: %v; normal: %d of %d answered 200 |\n", cores, rss, slowCodes, normalOK, normal)
+	fmt.Fprintf(rep, "| 4 clients sending 1 byte/s (--body-timeout 5s) beside one normal client | %.2f | %.0f | slow: %v; normal: %d of %d answered 200 (status counts %v) |\n", cores, rss, slowCodes, normalOK, normal, normalCodes)
 
 	codes := map[int]int{}
 	cores, rss = o.watch(func() {
@@ -453,7 +458,30 @@ func (o *options) resources(ctx context.Context, rep *strings.Builder) error {
 		}
 		wg.Wait()
 	})
-	fmt.Fprintf(rep, "| 200 clients searching corpus documents at once | %.2f | %.0f | status counts %v |\n\n", cores, rss, codes)
+	fmt.Fprintf(rep, "| 200 clients searching corpus documents at once | %.2f | %.0f | status counts %v (0: no answer) |\n\n", cores, rss, codes)
+	return o.serverErrors(rep)
+}
+
+// serverErrors reports what the server logged for the requests it answered 5xx.
+func (o *options) serverErrors(rep *strings.Builder) error {
+	b, err := os.ReadFile(filepath.Join(o.work, "serve.log"))
+	if err != nil {
+		return err
+	}
+	errs := map[string]int{}
+	for _, l := range strings.Split(string(b), "\n") {
+		var e struct{ Msg, Err string }
+		if json.Unmarshal([]byte(l), &e) == nil && e.Msg == "request failed" {
+			errs[e.Err]++
+		}
+	}
+	if len(errs) > 0 {
+		rep.WriteString("Server errors logged (request failed), by message:\n\n")
+		for m, n := range errs {
+			fmt.Fprintf(rep, "- %d × `%s`\n", n, m)
+		}
+		rep.WriteString("\n")
+	}
 	return nil
 }
 
