@@ -78,7 +78,12 @@ run: {state_dir: %q, progress: off}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	long := strings.Repeat("Wave energy converters ride the swell and pump hydraulic fluid through a generator. ", 20000)
+	// Every sentence its own (a repeated one would cut into identical windows, one GN pass).
+	var lb strings.Builder
+	for i := 0; lb.Len() < 1<<20; i++ {
+		fmt.Fprintf(&lb, "Wave energy converter %d rides swell %d and pumps hydraulic fluid through generator %d. ", i, i*3, i*7)
+	}
+	long := lb.String()
 	got := make(chan int, 1)
 	go func() {
 		resp, err := http.Post("http://"+addr+"/v1/embed", "text/plain", strings.NewReader(long))

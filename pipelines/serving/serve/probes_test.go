@@ -210,7 +210,12 @@ func TestProbeGrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	long := strings.Repeat("Wave energy converters ride the swell and pump hydraulic fluid through a generator. ", 20000)
+	// Every sentence its own (a repeated one would cut into identical windows, one GN pass).
+	var lb strings.Builder
+	for i := 0; lb.Len() < 1<<20; i++ {
+		fmt.Fprintf(&lb, "Wave energy converter %d rides swell %d and pumps hydraulic fluid through generator %d. ", i, i*3, i*7)
+	}
+	long := lb.String()
 	got := make(chan int, 1)
 	go func() {
 		resp, err := http.Post("http://"+srv.Addr+"/v1/embed", "text/plain", strings.NewReader(long))
