@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"unicode/utf8"
 )
 
@@ -95,20 +94,10 @@ func DecodeRawDocument(value []byte) (Document, error) {
 		r.Meta = nil // "meta": {} and no meta are the same document
 	}
 	d = Document{ID: r.ID, Source: r.Source, Version: r.Version, Title: r.Title, Text: r.Text, Meta: r.Meta}
-	if err := CheckDocID(r.ID); err != nil {
+	if err := CheckID(r.ID); err != nil {
 		return d, fmt.Errorf("raw document: %w", err)
 	}
 	return d, nil
-}
-
-// CheckDocID refuses a document id no output could key by: empty, not UTF-8, or holding a
-// line break or NUL. The raw topic applies it to a raw document's id and to the key of a
-// deletion (a tombstone has nothing else to name the document).
-func CheckDocID(id string) error {
-	if id == "" || !utf8.ValidString(id) || strings.ContainsAny(id, "\n\r\x00") {
-		return fmt.Errorf("id %q is empty or holds control characters", id)
-	}
-	return nil
 }
 
 // ChunkDoc is one document's chunk embeddings, as the embed stage publishes them for the

@@ -60,7 +60,7 @@ func (f RawFormat) read(d kafkaclient.Delivery) (schemas.Document, string, error
 // for manifests that do not record it.
 func DeletionOf(key string, headers []kafkago.Header) (schemas.Deletion, error) {
 	d := schemas.Deletion{DocID: key, Version: HeaderValue(headers, HeaderDocVersion), Source: HeaderValue(headers, HeaderDocSource)}
-	if err := schemas.CheckDocID(key); err != nil {
+	if err := schemas.CheckID(key); err != nil {
 		return schemas.Deletion{}, fmt.Errorf("a record without a value is a deletion of the document its key names: key %w", err)
 	}
 	if !utf8.ValidString(d.Version) || !utf8.ValidString(d.Source) {

@@ -94,7 +94,7 @@ func FuzzTombstone(f *testing.F) {
 		}
 		got, err := DeletionOf(m.Key, m.Headers)
 		if err != nil {
-			if schemas.CheckDocID(id) == nil && utf8Valid(version, source) {
+			if schemas.CheckID(id) == nil && utf8Valid(version, source) {
 				t.Fatalf("%+v refused: %v", in, err)
 			}
 			return

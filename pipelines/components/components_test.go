@@ -96,7 +96,7 @@ func TestWikipediaDeleteMissingState(t *testing.T) {
 	}
 	on := &wikipedia.Config{DeleteMissing: true}
 	typ, _ := Builtin().Source("wikipedia")
-	if _, err := typ.Open(registry.SourceConfig{Path: path, Settings: on}); err == nil || !strings.HasPrefix(err.Error(), "source.delete_missing: needs the run's state folder (run.state_dir)") {
+	if _, err := typ.Open(context.Background(), registry.SourceConfig{Path: path, Settings: on}); err == nil || !strings.HasPrefix(err.Error(), "source.delete_missing: needs the run's state folder (run.state_dir)") {
 		t.Fatalf("without a state folder: %v", err)
 	}
 	src := openSource(t, "wikipedia", registry.SourceConfig{Path: path, Settings: on, StateBase: filepath.Join(dir, "state", "wiki")})

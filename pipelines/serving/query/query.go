@@ -125,6 +125,12 @@ func (e *Embedder) Space() string { return e.agg.Space() }
 // GNSpace is the space of the GN mean-pool vector published beside a REIGN vector, or "".
 func (e *Embedder) GNSpace() string { return e.agg.GNSpace() }
 
+// Dim is the dimension of the aggregation's vectors; GNDim that of the GN's (the mean-pool).
+func (e *Embedder) Dim() int { return e.agg.Aggregator.Dim() }
+
+// GNDim is the GN's dimension: that of its windows and of the mean-pool vector.
+func (e *Embedder) GNDim() int { return e.gn.Dim }
+
 // Stats are the counters since Open.
 func (e *Embedder) Stats() Stats {
 	return Stats{
@@ -140,7 +146,10 @@ func (e *Embedder) Embed(ctx context.Context, doc schemas.Document) (*Result, er
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	windows, nTokens := e.params.Cut(e.parts.Tokenizer, doc.Text, e.anchored)
+	windows, nTokens, err := e.params.CutStop(e.parts.Tokenizer, doc.Text, e.anchored, stopper(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("query %s: %w", name(doc), err)
+	}
 	if nTokens == 0 {
 		return nil, fmt.Errorf("query %s: no text to embed (the document has no tokens)", name(doc))
 	}
@@ -158,6 +167,51 @@ func (e *Embedder) Embed(ctx context.Context, doc schemas.Document) (*Result, er
 	}
 	e.queries.Add(1)
 	return &Result{Vector: v, Windows: len(windows), CacheHits: int(j.Hits.Load()), GNWindows: int(j.GNWindows.Load())}, nil
+}
+
+// Budget bounds the content tokens the documents of one request may cut into, all of them
+// together (serve's --max-tokens): a request is refused as soon as its tokenizing passes the
+// bound, before any window is embedded. It travels in the request's context (WithBudget), so
+// every path from a request to Embed (search included) honours it without a parameter of its own.
+type Budget struct {
+	Max  int64
+	used atomic.Int64
+}
+
+// Used is how many tokens the documents embedded under b have cut into so far.
+func (b *Budget) Used() int64 { return b.used.Load() }
+
+// OverBudgetError is a request past its Budget.
+type OverBudgetError struct{ Max int64 }
+
+func (e *OverBudgetError) Error() string {
+	return fmt.Sprintf("the request's text is over %d tokens", e.Max)
+}
+
+type budgetKey struct{}
+
+// WithBudget returns ctx carrying b: Embed under it counts its tokens against b.
+func WithBudget(ctx context.Context, b *Budget) context.Context {
+	return context.WithValue(ctx, budgetKey{}, b)
+}
+
+// stopper ends a document's tokenizing when ctx ends (the request timed out, its client went
+// away, the server stops) or the request's budget is spent.
+func stopper(ctx context.Context) func(int) error {
+	b, _ := ctx.Value(budgetKey{}).(*Budget)
+	last := 0
+	return func(n int) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if b != nil && b.Max > 0 {
+			if b.used.Add(int64(n-last)) > b.Max {
+				return &OverBudgetError{Max: b.Max}
+			}
+			last = n
+		}
+		return nil
+	}
 }
 
 // Flush makes the windows added to the cache durable, so the next query finds them.
