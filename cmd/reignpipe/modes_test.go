@@ -98,7 +98,7 @@ func TestEveryModeSameVectorsAndRows(t *testing.T) {
 	qcfg := *cfg
 	qcfg.Cache.Dir = filepath.Join(s.dir, "cache-query")
 	texts := jsonlTexts(t, input)
-	e, err := query.Open(&qcfg, query.Options{})
+	e, err := query.Open(context.Background(), &qcfg, query.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

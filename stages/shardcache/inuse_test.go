@@ -57,7 +57,7 @@ func TestCacheInUseByAnotherProcess(t *testing.T) {
 	msg := err.Error()
 	for _, want := range []string{
 		"the chunk cache at " + dir + " is in use by another reignpipe process (pid " + strconv.Itoa(cmd.Process.Pid) + ": shardcache.test",
-		"a running pipeline, search or serve", "cache.dir", "--no-cache",
+		"a running pipeline, stage or materialize", "cache.dir", "search and serve read a cache in use",
 	} {
 		if !strings.Contains(msg, want) {
 			t.Fatalf("%q\ndoes not say %q", msg, want)
