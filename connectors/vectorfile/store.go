@@ -86,7 +86,7 @@ func (s Store) Search(ctx context.Context, space string, q []float32, k int, ex 
 	if err != nil {
 		return nil, err
 	}
-	a := &schemas.Answer{Store: s.Name(), Exact: true}
+	a := &schemas.Answer{Store: s.Name(), Exact: true, How: "exact scan of the vector files"}
 	hits := make([]schemas.Hit, 0, len(docs))
 	for id, e := range docs {
 		if !e.inSpace {

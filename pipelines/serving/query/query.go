@@ -38,8 +38,9 @@ type Options struct {
 	// cache is read (a measurement's baseline).
 	NoCache bool
 	// QueryCacheWindows bounds the in-memory cache of the query windows the corpus store
-	// lacks, in windows (about 4*dim+100 bytes each): 0 = DefaultQueryCacheWindows, negative =
-	// none (every such window goes to the GN each time).
+	// lacks, in windows (about 4*dim+100 bytes each); 0 = none, every such window goes to the
+	// GN each time (a one-shot search has no use for one; serve's default is
+	// DefaultQueryCacheWindows).
 	QueryCacheWindows int
 	// ReplicaWait bounds how long Open waits, in distributed mode, for the replica of the
 	// cluster's chunk store it keeps to catch up (to cluster.DefaultReplicaMaxLag records)
@@ -117,10 +118,7 @@ func Open(ctx context.Context, cfg *pipelines.Config, o Options) (*Embedder, err
 		if e.store.corpus, e.CacheNote, e.closeCorpus, err = openCorpus(ctx, cfg, pp, o.ReplicaWait, log); err != nil {
 			return fail(err)
 		}
-		if n := o.QueryCacheWindows; n >= 0 {
-			if n == 0 {
-				n = DefaultQueryCacheWindows
-			}
+		if n := o.QueryCacheWindows; n > 0 {
 			e.store.recent = newLRU(n)
 			e.CacheNote += fmt.Sprintf("; query windows it lacks: an in-memory cache of %d windows", n)
 		}

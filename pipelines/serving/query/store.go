@@ -8,7 +8,7 @@ import (
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
 
-// DefaultQueryCacheWindows is Options.QueryCacheWindows when left 0: 16,384 windows, about
+// DefaultQueryCacheWindows is serve's query cache (serve --query-cache): 16,384 windows, about
 // 26 MiB at dimension 384 (4*dim bytes of vector and ~100 of bookkeeping each), enough for
 // a service's recent queries of a few hundred long documents.
 const DefaultQueryCacheWindows = 16384

@@ -158,7 +158,7 @@ func TestQueryBesideAWatchingRun(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	e, err := query.Open(ctx, cfg, query.Options{})
+	e, err := query.Open(ctx, cfg, query.Options{QueryCacheWindows: query.DefaultQueryCacheWindows})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,7 +88,7 @@ func TestSearchFiles(t *testing.T) {
 	cfg := searchtest.Corpus(t, dir, "")
 	vectors := filepath.Join(dir, "vectors")
 	ctx := context.Background()
-	s, err := search.Open(ctx, cfg, search.Options{Sink: -1})
+	s, err := search.Open(ctx, cfg, search.Options{Sink: -1, Query: query.Options{QueryCacheWindows: 64}})
 	if err != nil {
 		t.Fatal(err)
 	}
