@@ -58,7 +58,9 @@ func openCorpus(ctx context.Context, cfg *pipelines.Config, pp *parts.Parts, wai
 	if wait > 0 {
 		start := time.Now()
 		wctx, cancel := context.WithTimeout(ctx, wait)
-		err := f.CatchUp(wctx, cluster.DefaultReplicaMaxLag)
+		// To the end offsets taken now, all of them: a worker may join a few records behind
+		// (cluster.DefaultReplicaMaxLag) and lose nothing by it, a query would embed them.
+		err := f.CatchUp(wctx, 0)
 		cancel()
 		switch st := f.Stats(); {
 		case err == nil:

@@ -43,9 +43,9 @@ type Options struct {
 	// DefaultQueryCacheWindows).
 	QueryCacheWindows int
 	// ReplicaWait bounds how long Open waits, in distributed mode, for the replica of the
-	// cluster's chunk store it keeps to catch up (to cluster.DefaultReplicaMaxLag records)
-	// before queries are answered; it goes on following afterwards. 0 = DefaultReplicaWait,
-	// negative = no wait.
+	// cluster's chunk store it keeps to catch up (to the topics' end offsets at Open) before
+	// queries are answered; it goes on following afterwards. 0 = DefaultReplicaWait, negative
+	// = no wait.
 	ReplicaWait time.Duration
 	Logger      *slog.Logger
 }
