@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"os"
-	"os/exec"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -182,21 +181,7 @@ const writerBatches, writerBatch = 3, 100
 // it commits after the Reader opened -- without the lock.
 func TestReaderBesideWriterProcess(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestWriterHelper$")
-	cmd.Env = append(os.Environ(), "SHARDCACHE_WRITE="+dir)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { stdin.Close(); cmd.Wait() }()
-	out := bufio.NewReader(stdout)
+	_, stdin, out := child(t, "TestWriterHelper", "SHARDCACHE_WRITE="+dir)
 	step := func(want int) {
 		t.Helper()
 		if _, err := stdin.Write([]byte("go\n")); err != nil {

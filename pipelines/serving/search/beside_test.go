@@ -1,13 +1,11 @@
 package search_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -128,28 +126,13 @@ func TestQueryBesideAWatchingRun(t *testing.T) {
 	texts := searchtest.Texts()
 	drop(t, dir, "a.jsonl", map[string]string{"long": texts["long"], "rocket": texts["rocket"]})
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestWatchingRunHelper$")
-	cmd.Env = append(os.Environ(), "SEARCHTEST_WATCH="+path)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopRun := sync.OnceFunc(func() {
-		stdin.Close()
-		if err := cmd.Wait(); err != nil {
+	stopChild, stdout := child(t, "TestWatchingRunHelper", "SEARCHTEST_WATCH="+path)
+	stopRun := func() {
+		if err := stopChild(); err != nil {
 			t.Errorf("the watching run: %v", err)
 		}
-	})
-	t.Cleanup(stopRun)
-	if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "running\n" {
+	}
+	if line, _ := stdout.ReadString('\n'); line != "running\n" {
 		t.Fatalf("the watching run did not start: %q", line)
 	}
 	waitPublished(t, dir, 2*time.Minute, "long", "rocket")

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/reignpipe/reignpipe/connectors"
@@ -223,24 +224,36 @@ func TestQueryBesideAHeldCache(t *testing.T) {
 // TestHoldCache) until the test ends, as a running pipeline would.
 func holdCache(t *testing.T, cfg *pipelines.Config) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHoldCache$")
-	cmd.Env = append(os.Environ(), "SEARCHTEST_HOLD_DIR="+cfg.Cache.Dir, "SEARCHTEST_HOLD_FP="+fingerprint(t, cfg))
+	_, stdout := child(t, "TestHoldCache", "SEARCHTEST_HOLD_DIR="+cfg.Cache.Dir, "SEARCHTEST_HOLD_FP="+fingerprint(t, cfg))
+	line, err := stdout.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "holding") {
+		t.Fatalf("cache holder: %q %v", line, err)
+	}
+}
+
+// child runs this test binary's test run as another process, with env added to its
+// environment and its standard error to the test's, and returns its standard output and stop,
+// which closes its standard input (the helpers' signal to end) and returns how it exited; the
+// test's end stops it too.
+func child(t *testing.T, run string, env ...string) (stop func() error, stdout *bufio.Reader) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+run+"$")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	stdout, err := cmd.StdoutPipe()
+	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "holding") {
-		t.Fatalf("cache holder: %q %v", line, err)
-	}
+	stop = sync.OnceValue(func() error { stdin.Close(); return cmd.Wait() })
+	t.Cleanup(func() { stop() })
+	return stop, bufio.NewReader(out)
 }
 
 // TestHoldCache is the child of holdCache: it holds the cache open until stdin closes.
