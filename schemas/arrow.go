@@ -9,13 +9,17 @@ import (
 // Keys of the Arrow schema (and so Parquet file) key-value metadata. Readers use them to refuse
 // files from another GN space before comparing any vector.
 const (
-	MetaSchemaVersion  = "reignpipe.schema_version"
-	MetaGNFingerprint  = "reignpipe.gn_fingerprint"
-	MetaK              = "reignpipe.k"
-	MetaS              = "reignpipe.s"
-	MetaDim            = "reignpipe.dim"
-	MetaGNDim          = "reignpipe.gn_dim" // set when the gn_vector column is present
-	ArrowSchemaVersion = "1"
+	MetaSchemaVersion = "reignpipe.schema_version"
+	MetaGNFingerprint = "reignpipe.gn_fingerprint"
+	MetaK             = "reignpipe.k"
+	MetaS             = "reignpipe.s"
+	MetaDim           = "reignpipe.dim"
+	MetaGNDim         = "reignpipe.gn_dim" // set when the gn_vector column is present
+	// ChunkSchemaVersion is a cache shard's schema_version; a shard of another one is refused.
+	ChunkSchemaVersion = "1"
+	// VectorSchemaVersion is a vector part's schema_version. 2 added the deleted column;
+	// readers keep reading version-1 parts, whose rows are all live.
+	VectorSchemaVersion = "2"
 )
 
 // Column names shared by the writers and the readers of the on-disk schemas.
@@ -34,6 +38,7 @@ const (
 	ColVector      = "vector"
 	ColGNSpace     = "gn_space"
 	ColGNVector    = "gn_vector"
+	ColDeleted     = "deleted"
 )
 
 // EmbeddingType is fixed_size_list<float32 not null>[dim]. Items are declared non-null so that
@@ -53,11 +58,14 @@ func ChunkSchema(dim int, meta map[string]string) *arrow.Schema {
 		{Name: ColChunkIndex, Type: arrow.PrimitiveTypes.Int32},
 		{Name: ColNTokens, Type: arrow.PrimitiveTypes.Int32},
 		{Name: ColEmbedding, Type: EmbeddingType(dim)},
-	}, schemaMeta(dim, meta))
+	}, schemaMeta(ChunkSchemaVersion, dim, meta))
 }
 
-// VectorSchema is the schema of published document vectors (one row per DocVector).
-// content_hash is the xxhash64 of the tokenized text, stored unsigned.
+// VectorSchema is the schema of published document vectors (one row per DocVector), or of a
+// deletion's tombstone: deleted true, with doc_id, source and version of the deletion, space
+// "" (a deletion applies to every space), title "", the counts and content_hash 0 and the
+// vector all zeros (the column is a non-null fixed_size_list, so every reader parses the row
+// as it parses any other). content_hash is the xxhash64 of the tokenized text, stored unsigned.
 func VectorSchema(dim int, meta map[string]string) *arrow.Schema {
 	return arrow.NewSchema([]arrow.Field{
 		{Name: ColDocID, Type: arrow.BinaryTypes.String},
@@ -69,7 +77,8 @@ func VectorSchema(dim int, meta map[string]string) *arrow.Schema {
 		{Name: ColContentHash, Type: arrow.PrimitiveTypes.Uint64},
 		{Name: ColSpace, Type: arrow.BinaryTypes.String},
 		{Name: ColVector, Type: EmbeddingType(dim)},
-	}, schemaMeta(dim, meta))
+		{Name: ColDeleted, Type: arrow.FixedWidthTypes.Boolean},
+	}, schemaMeta(VectorSchemaVersion, dim, meta))
 }
 
 // VectorSchemaWithGN is VectorSchema plus the GN mean-pool companion columns (gn_space,
@@ -85,12 +94,12 @@ func VectorSchemaWithGN(dim, gnDim int, meta map[string]string) *arrow.Schema {
 	return arrow.NewSchema(fields, &md)
 }
 
-func schemaMeta(dim int, meta map[string]string) *arrow.Metadata {
+func schemaMeta(version string, dim int, meta map[string]string) *arrow.Metadata {
 	m := make(map[string]string, len(meta)+2)
 	for k, v := range meta {
 		m[k] = v
 	}
-	m[MetaSchemaVersion] = ArrowSchemaVersion
+	m[MetaSchemaVersion] = version
 	m[MetaDim] = strconv.Itoa(dim)
 	md := arrow.MetadataFrom(m)
 	return &md

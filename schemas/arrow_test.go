@@ -12,11 +12,12 @@ func TestSchemas(t *testing.T) {
 		schema *arrow.Schema
 		embCol string
 		fields []string
+		ver    string
 	}{
 		{"chunk", ChunkSchema(4, map[string]string{MetaGNFingerprint: "fp", MetaDim: "999"}), ColEmbedding,
-			[]string{"key", "doc_id", "chunk_index", "n_tokens", "embedding"}},
+			[]string{"key", "doc_id", "chunk_index", "n_tokens", "embedding"}, "1"},
 		{"vector", VectorSchema(4, map[string]string{MetaGNFingerprint: "fp"}), ColVector,
-			[]string{"doc_id", "title", "source", "version", "n_chunks", "n_tokens", "content_hash", "space", "vector"}},
+			[]string{"doc_id", "title", "source", "version", "n_chunks", "n_tokens", "content_hash", "space", "vector", "deleted"}, "2"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -38,7 +39,7 @@ func TestSchemas(t *testing.T) {
 				t.Errorf("embedding type = %v", s.Field(idx[0]).Type)
 			}
 			md := s.Metadata()
-			for k, want := range map[string]string{MetaSchemaVersion: "1", MetaDim: "4", MetaGNFingerprint: "fp"} {
+			for k, want := range map[string]string{MetaSchemaVersion: tc.ver, MetaDim: "4", MetaGNFingerprint: "fp"} {
 				if i := md.FindKey(k); i < 0 || md.Values()[i] != want {
 					t.Errorf("metadata %s missing or wrong (want %q): %v", k, want, md)
 				}

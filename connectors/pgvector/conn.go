@@ -131,6 +131,7 @@ func (s *Sink) reset() {
 	s.drop()
 	s.sent = 0
 	clear(s.pending)
+	clear(s.deletedIn)
 }
 
 // retry runs fn until it succeeds, fails for good, ctx ends or RetryTimeout has passed since

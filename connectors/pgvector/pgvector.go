@@ -39,6 +39,8 @@ const (
 	DefaultIndex        = IndexHNSW
 	DefaultDistance     = InnerProduct
 	DefaultRetryTimeout = 2 * time.Minute
+	// DefaultDeleteRetention is run.delete_retention's default, for a sink opened without it.
+	DefaultDeleteRetention = 7 * 24 * time.Hour
 )
 
 // Index modes.
@@ -120,6 +122,9 @@ type Options struct {
 	// Dim and GNDim are the pipeline's vector dimensions (0: unknown, taken from the first
 	// vector). GNDim > 0: every vector also carries its GN mean-pool companion.
 	Dim, GNDim int
+	// DeleteRetention is how long a deletion is remembered against older upserts
+	// (run.delete_retention; 0: DefaultDeleteRetention).
+	DeleteRetention time.Duration
 	// Key is the sink's place in the pipeline file ("sinks[0]"), for messages.
 	Key    string
 	Logger *slog.Logger
@@ -141,6 +146,9 @@ func (o *Options) defaults() error {
 	}
 	if o.RetryTimeout == 0 {
 		o.RetryTimeout = d.RetryTimeout
+	}
+	if o.DeleteRetention == 0 {
+		o.DeleteRetention = DefaultDeleteRetention
 	}
 	if o.Key == "" {
 		o.Key = "sinks[]"
@@ -188,8 +196,10 @@ func (o *Options) checkDim(dim int) error {
 	return nil
 }
 
-// row is one vector as it goes into its space's table.
+// row is one vector as it goes into its space's table, or (del set) a deletion of docID at
+// version, which goes to every table.
 type row struct {
+	del            bool
 	space          string
 	docID, version string
 	hash           uint64
@@ -209,10 +219,14 @@ type Sink struct {
 	tx     pgx.Tx
 	spaces map[string]*space // spaces known to exist with their table
 
-	// rows are everything written since the last commit, in write order; sent of them went
-	// into the open transaction. Only a commit drops them.
+	// rows are everything written and deleted since the last commit, in call order; sent of
+	// them went into the open transaction. Only a commit drops them.
 	rows []row
 	sent int
+	// purged is when the last purge of expired deletions ran (at most one a minute).
+	purged time.Time
+	// deletedIn holds the tables the open transaction deleted from.
+	deletedIn map[string]bool
 	// counts are the committed outcomes (under mu: Counts may be called from any goroutine);
 	// pending those of the open transaction.
 	mu              sync.Mutex
@@ -228,6 +242,13 @@ const (
 	Unchanged           = "unchanged"
 	OlderSkipped        = "older_skipped"
 	SameVersionReplaced = "same_version_replaced"
+	// Deleted counts rows a deletion removed (one per space's table holding the document).
+	Deleted = "deleted"
+	// DeleteSuperseded counts rows a deletion left because they hold a newer version.
+	DeleteSuperseded = "delete_superseded"
+	// DeletedSkipped counts upserts kept out by a remembered deletion at their version or a
+	// newer one.
+	DeletedSkipped = "deleted_skipped"
 )
 
 // Open connects, checks (or creates) the vector extension and the table prefix's registry, and
@@ -242,7 +263,7 @@ func Open(ctx context.Context, o Options) (*Sink, error) {
 		return nil, err
 	}
 	s := &Sink{o: o, cfg: cfg, target: target(cfg.Config), spaces: map[string]*space{},
-		counts: map[string]int64{}, pending: map[string]int64{}}
+		counts: map[string]int64{}, pending: map[string]int64{}, deletedIn: map[string]bool{}}
 	err = s.retry(ctx, "connect", func(ctx context.Context) error {
 		if err := s.connect(ctx); err != nil {
 			return err
@@ -318,7 +339,8 @@ func (s *Sink) check(v schemas.DocVector) error {
 	return nil
 }
 
-// Flush commits every vector written so far: when it returns nil they are durable and visible.
+// Flush commits every vector written and deletion made so far: when it returns nil they are
+// durable and visible. At most once a minute it also purges expired deletions.
 // A database that is down is retried (the whole uncommitted batch sent again) for up to
 // RetryTimeout; the rows stay buffered after a failure, so a later Flush can still commit them.
 func (s *Sink) Flush(ctx context.Context) error {
@@ -332,17 +354,27 @@ func (s *Sink) Flush(ctx context.Context) error {
 		if err := s.send(ctx); err != nil {
 			return err
 		}
+		purge := time.Since(s.purged) >= purgeEvery
+		if purge {
+			if err := s.purge(ctx, s.tx); err != nil {
+				return err
+			}
+		}
 		if err := s.tx.Commit(ctx); err != nil {
 			s.tx = nil
 			return err
 		}
 		s.tx = nil
+		if purge {
+			s.purged = time.Now()
+		}
 		s.mu.Lock()
 		for k, n := range s.pending {
 			s.counts[k] += n
 		}
 		s.mu.Unlock()
 		clear(s.pending)
+		clear(s.deletedIn)
 		s.rows, s.sent = s.rows[:0], 0
 		return nil
 	}))
@@ -366,11 +398,13 @@ func (s *Sink) Close(ctx context.Context) error {
 }
 
 // Counts returns the committed outcomes by name (inserted, updated, unchanged, older_skipped,
-// same_version_replaced). A vector and its GN companion are two rows and count twice. A batch
+// same_version_replaced, deleted, delete_superseded, deleted_skipped). A vector and its GN
+// companion are two rows and count twice, as the deletion of the two rows does. A batch
 // whose commit went through but whose answer was lost with the connection is sent again, and
 // its rows then count as unchanged.
 func (s *Sink) Counts() map[string]int64 {
-	out := map[string]int64{Inserted: 0, Updated: 0, Unchanged: 0, OlderSkipped: 0, SameVersionReplaced: 0}
+	out := map[string]int64{Inserted: 0, Updated: 0, Unchanged: 0, OlderSkipped: 0, SameVersionReplaced: 0,
+		Deleted: 0, DeleteSuperseded: 0, DeletedSkipped: 0}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k, n := range s.counts {

@@ -130,19 +130,20 @@ func createSpacesSQL(prefix string) string {
 	created_at timestamptz NOT NULL DEFAULT now())`, ident(spacesTable(prefix)))
 }
 
-// setup creates the prefix's registry table and version function (once per prefix; cheap
-// when they exist).
+// setup creates the prefix's registry table, version function and deletions table (once per
+// prefix; cheap when they exist), and purges expired deletions.
 func (s *Sink) setup(ctx context.Context) error {
 	return pgx.BeginFunc(ctx, s.conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(s.o.Table)); err != nil {
 			return err
 		}
-		for _, q := range []string{createSpacesSQL(s.o.Table), versionCmpSQL(s.o.Table)} {
+		for _, q := range append([]string{createSpacesSQL(s.o.Table), versionCmpSQL(s.o.Table)}, createDeletionsSQL(s.o.Table)...) {
 			if _, err := tx.Exec(ctx, q); err != nil {
 				return err
 			}
 		}
-		return nil
+		s.purged = time.Now()
+		return s.purge(ctx, tx)
 	})
 }
 
@@ -225,6 +226,10 @@ func (s *Sink) registerSpace(ctx context.Context, tx pgx.Tx, name string, dim in
 		if _, err := tx.Exec(ctx, createIndexSQL(table, s.o.Distance)); err != nil {
 			return nil, err
 		}
+	case s.deletedIn[table]:
+		// The open write transaction deleted from the table: CREATE INDEX would wait for it,
+		// and it waits for this. A search works without the index meanwhile.
+		s.o.Logger.Warn("pgvector sink: the table's HNSW index is left for a later run (this commit deletes from it)", "table", table, "space", name)
 	default:
 		if err := s.indexExisting(ctx, tx, table, name); err != nil {
 			return nil, err

@@ -6,18 +6,53 @@ import (
 	"slices"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/jackc/pgx/v5"
 	pgv "github.com/pgvector/pgvector-go"
 
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
-// send puts every row not yet sent into the open transaction (beginning one), in statements of
-// at most BatchRows rows per space. Counts go to pending until the commit.
+// send puts every row and deletion not yet sent into the open transaction (beginning one), in
+// call order: runs of writes and runs of deletions take turns, so a deletion applies to the
+// writes before it and guards the ones after it. Counts go to pending until the commit.
 func (s *Sink) send(ctx context.Context) error {
 	if err := s.ensureConn(ctx); err != nil {
 		return err
 	}
-	unsent := s.rows[s.sent:]
+	for s.sent < len(s.rows) {
+		end, del := s.sent, s.rows[s.sent].del
+		for end < len(s.rows) && s.rows[end].del == del {
+			end++
+		}
+		var err error
+		if del {
+			err = s.sendDeletes(ctx, s.rows[s.sent:end])
+		} else {
+			err = s.sendWrites(ctx, s.rows[s.sent:end])
+		}
+		if err != nil {
+			return err
+		}
+		s.sent = end
+	}
+	return nil
+}
+
+// begin opens the write transaction unless one is open.
+func (s *Sink) begin(ctx context.Context) error {
+	if s.tx != nil {
+		return nil
+	}
+	tx, err := s.conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	s.tx = tx
+	return nil
+}
+
+// sendWrites upserts a run of rows, in statements of at most BatchRows rows per space.
+func (s *Sink) sendWrites(ctx context.Context, unsent []row) error {
 	// Spaces first: their DDL runs on its own connection, before the write transaction holds
 	// any lock a creating writer might wait for.
 	var order []string
@@ -42,12 +77,8 @@ func (s *Sink) send(ctx context.Context) error {
 		}
 		spaces[i] = sp
 	}
-	if s.tx == nil {
-		tx, err := s.conn.Begin(ctx)
-		if err != nil {
-			return err
-		}
-		s.tx = tx
+	if err := s.begin(ctx); err != nil {
+		return err
 	}
 	for i, name := range order {
 		rows := bySpace[name]
@@ -58,7 +89,6 @@ func (s *Sink) send(ctx context.Context) error {
 		}
 		spaces[i].written = true
 	}
-	s.sent = len(s.rows)
 	return nil
 }
 
@@ -86,19 +116,8 @@ func decide(old *stored, version string, hash uint64) string {
 	return SameVersionReplaced
 }
 
-// lockSlots bounds the advisory locks one commit holds per table. Every lock is held until the
-// commit and PostgreSQL's shared lock table is small (max_locks_per_transaction × max_connections,
-// 6,400 by default, for every session), so a lock per doc id made a commit of some thousands of
-// documents fail with "out of shared memory". Doc ids share the slots by hash: two writers may
-// wait on each other for different documents, never decide on the same one at once.
-const lockSlots = 256
-
-// upsert writes rows of one space. The doc ids' lock slots are taken first (advisory locks,
-// taken in one order, so they hold also for ids not in the table yet), then their stored
-// versions read, so two writers decide in turn on what the other committed. The INSERT's own
-// guard applies the same rule in SQL, for writers that do not take the locks.
-func (s *Sink) upsert(ctx context.Context, sp *space, rows []row) error {
-	tx, table := s.tx, ident(sp.table)
+// uniqueIDs lists the doc ids of rows once each, in first-seen order.
+func uniqueIDs(rows []row) []string {
 	ids := make([]string, 0, len(rows))
 	seen := map[string]bool{}
 	for _, r := range rows {
@@ -107,14 +126,38 @@ func (s *Sink) upsert(ctx context.Context, sp *space, rows []row) error {
 			ids = append(ids, r.docID)
 		}
 	}
+	return ids
+}
+
+// lockDocs takes the lock slots of ids in table until the commit: advisory locks, taken in one
+// order, so they hold also for ids not in the table yet, and taken by deletions too.
+func lockDocs(ctx context.Context, tx pgx.Tx, table string, ids []string) error {
 	keys := make([]int32, len(ids))
 	for i, id := range ids {
 		keys[i] = int32(xxhash.Sum64String(id) % lockSlots)
 	}
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
-	if _, err := tx.Exec(ctx, "SELECT count(pg_advisory_xact_lock($1::int4, k)) FROM unnest($2::int4[]) AS k",
-		int32(xxhash.Sum64String(sp.table)), keys); err != nil {
+	_, err := tx.Exec(ctx, "SELECT count(pg_advisory_xact_lock($1::int4, k)) FROM unnest($2::int4[]) AS k",
+		int32(xxhash.Sum64String(table)), keys)
+	return err
+}
+
+// lockSlots bounds the advisory locks one commit holds per table. Every lock is held until the
+// commit and PostgreSQL's shared lock table is small (max_locks_per_transaction × max_connections,
+// 6,400 by default, for every session), so a lock per doc id made a commit of some thousands of
+// documents fail with "out of shared memory". Doc ids share the slots by hash: two writers may
+// wait on each other for different documents, never decide on the same one at once.
+const lockSlots = 256
+
+// upsert writes rows of one space. The doc ids' lock slots are taken first (lockDocs), then
+// their stored versions and remembered deletions read, so two writers decide in turn on what
+// the other committed. The INSERT's own guard applies the same rules in SQL, for writers that do
+// not take the locks.
+func (s *Sink) upsert(ctx context.Context, sp *space, rows []row) error {
+	tx, table := s.tx, ident(sp.table)
+	ids := uniqueIDs(rows)
+	if err := lockDocs(ctx, tx, sp.table, ids); err != nil {
 		return err
 	}
 	state := map[string]*stored{}
@@ -137,13 +180,20 @@ func (s *Sink) upsert(ctx context.Context, sp *space, rows []row) error {
 	if err := q.Err(); err != nil {
 		return err
 	}
+	deleted, err := s.remembered(ctx, ids)
+	if err != nil {
+		return err
+	}
 	// Rows in write order, each decided against what the table (or an earlier row of the
 	// batch) holds, so a doc id twice in a batch keeps its newest and counts like two batches.
 	final := map[string]int{}
 	for i, r := range rows {
 		out := decide(state[r.docID], r.version, r.hash)
+		if dv, ok := deleted[r.docID]; ok && out != OlderSkipped && out != Unchanged && schemas.Supersedes(dv, r.version) {
+			out = DeletedSkipped
+		}
 		s.pending[out]++
-		if out == OlderSkipped || out == Unchanged {
+		if out == OlderSkipped || out == Unchanged || out == DeletedSkipped {
 			continue
 		}
 		state[r.docID] = &stored{version: r.version, hash: r.hash}
@@ -172,11 +222,13 @@ func (s *Sink) upsert(ctx context.Context, sp *space, rows []row) error {
 	cmp := ident(versionCmp(s.o.Table))
 	sql := fmt.Sprintf(`INSERT INTO %[1]s AS t (doc_id, version, content_hash, title, source, n_chunks, n_tokens, embedding)
 SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::text[], $6::int4[], $7::int8[], $8::vector[])
+	AS u(doc_id, version, content_hash, title, source, n_chunks, n_tokens, embedding)
+WHERE NOT EXISTS (SELECT 1 FROM %[3]s d WHERE d.doc_id = u.doc_id AND %[2]s(u.version, d.version) <= 0)
 ON CONFLICT (doc_id) DO UPDATE SET version = EXCLUDED.version, content_hash = EXCLUDED.content_hash,
 	title = EXCLUDED.title, source = EXCLUDED.source, n_chunks = EXCLUDED.n_chunks, n_tokens = EXCLUDED.n_tokens,
 	embedding = EXCLUDED.embedding, written_at = now()
 WHERE %[2]s(EXCLUDED.version, t.version) > 0
-	OR (%[2]s(EXCLUDED.version, t.version) = 0 AND EXCLUDED.content_hash <> t.content_hash)`, table, cmp)
+	OR (%[2]s(EXCLUDED.version, t.version) = 0 AND EXCLUDED.content_hash <> t.content_hash)`, table, cmp, ident(deletionsTable(s.o.Table)))
 	_, err = tx.Exec(ctx, sql, docs, versions, hashes, titles, sources, chunks, tokens, vecs)
 	return err
 }

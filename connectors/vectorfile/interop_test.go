@@ -39,7 +39,7 @@ func TestParquetInterop(t *testing.T) {
 			if side.NumRows != len(want) {
 				t.Fatalf("rows = %d, want %d", side.NumRows, len(want))
 			}
-			for k, v := range map[string]string{schemas.MetaSchemaVersion: "1", schemas.MetaDim: "6", schemas.MetaGNFingerprint: "fp@1", schemas.MetaK: "510", schemas.MetaS: "256"} {
+			for k, v := range map[string]string{schemas.MetaSchemaVersion: "2", schemas.MetaDim: "6", schemas.MetaGNFingerprint: "fp@1", schemas.MetaK: "510", schemas.MetaS: "256"} {
 				if side.Metadata[k] != v {
 					t.Errorf("metadata %s = %q, want %q", k, side.Metadata[k], v)
 				}
@@ -80,5 +80,15 @@ func TestParquetInterop(t *testing.T) {
 	}
 	if got := res["duckdb"].Types["content_hash"]; got != "UBIGINT" {
 		t.Errorf("duckdb content_hash type = %q", got)
+	}
+	if p, d := res["pyarrow"].Schema["deleted"], res["duckdb"].Types["deleted"]; p != "bool" || d != "BOOLEAN" {
+		t.Errorf("deleted column: pyarrow %q, duckdb %q; want bool, BOOLEAN", p, d)
+	}
+	for _, reader := range []string{"pyarrow", "duckdb"} {
+		for i, gone := range parquetoracle.Column[bool](t, res[reader], "deleted") {
+			if gone {
+				t.Errorf("%s: row %d of vectors only reads as deleted", reader, i)
+			}
+		}
 	}
 }

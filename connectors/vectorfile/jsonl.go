@@ -24,6 +24,10 @@ type JSONLOptions struct {
 // jsonVector is one line. content_hash is a 16-digit lower-case hex string because JSON
 // numbers are doubles in most readers and would silently lose the low bits of a uint64.
 // Vector components are written as the shortest decimal that parses back to the same float32.
+// deleted is false on a vector's line (always written, so a reader that infers the fields
+// from the first lines sees it) and true on a deletion's tombstone, whose line has doc_id,
+// source and version, title and space "", the counts 0, content_hash 16 zeros and an empty
+// vector. Lines of parts written before deletions existed have no deleted field: all live.
 type jsonVector struct {
 	DocID       string    `json:"doc_id"`
 	Title       string    `json:"title"`
@@ -36,6 +40,7 @@ type jsonVector struct {
 	Vector      []float32 `json:"vector"`
 	GNSpace     string    `json:"gn_space,omitempty"`
 	GNVector    []float32 `json:"gn_vector,omitempty"`
+	Deleted     bool      `json:"deleted"`
 }
 
 // JSONLSink writes part-<seq>.jsonl files, one JSON object per line. Use from one goroutine at
@@ -74,14 +79,32 @@ func (s *JSONLSink) Write(ctx context.Context, v schemas.DocVector) error {
 			return fmt.Errorf("vectorfile: %s: vector[%d] is %v, which JSON cannot represent", v.DocID, i, x)
 		}
 	}
-	// Encoding into a buffer first means a failed encode never leaves half a line in the part.
-	s.line.Reset()
-	if err := s.enc.Encode(jsonVector{
+	return s.append(jsonVector{
 		DocID: v.DocID, Title: v.Title, Source: v.Source, Version: v.Version, NChunks: v.NChunks,
 		NTokens: v.NTokens, ContentHash: fmt.Sprintf("%016x", v.ContentHash), Space: v.Space, Vector: v.Vector,
 		GNSpace: v.GNSpace, GNVector: v.GNVector,
-	}); err != nil {
-		return fmt.Errorf("vectorfile: %s: %w", v.DocID, err)
+	})
+}
+
+// Delete appends the deletion's tombstone line (jsonVector says its fields); like Write it is
+// visible after the next Flush.
+func (s *JSONLSink) Delete(ctx context.Context, d schemas.Deletion) error {
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	if d.DocID == "" {
+		return errors.New("vectorfile: a deletion without a doc id")
+	}
+	return s.append(jsonVector{DocID: d.DocID, Source: d.Source, Version: d.Version,
+		ContentHash: fmt.Sprintf("%016x", 0), Vector: []float32{}, Deleted: true})
+}
+
+// append writes one line to the current part, starting one if needed.
+func (s *JSONLSink) append(j jsonVector) error {
+	// Encoding into a buffer first means a failed encode never leaves half a line in the part.
+	s.line.Reset()
+	if err := s.enc.Encode(j); err != nil {
+		return fmt.Errorf("vectorfile: %s: %w", j.DocID, err)
 	}
 	if s.part == nil {
 		p, err := createPart(s.dir, s.seq, extJSONL)
@@ -140,7 +163,7 @@ func (s *JSONLSink) Close(ctx context.Context) error {
 
 // readJSONLPart streams one part. Parts are only visible complete, so any bad line is
 // corruption and an error.
-func readJSONLPart(path string, fn func(schemas.DocVector) error) error {
+func readJSONLPart(path string, fn func(schemas.DocVector, bool) error) error {
 	// Checked before any record is handed out, so a damaged part yields nothing.
 	if err := verifySum(path); err != nil {
 		return err
@@ -162,7 +185,7 @@ func readJSONLPart(path string, fn func(schemas.DocVector) error) error {
 		if err != nil {
 			return fmt.Errorf("vectorfile: %s: record %d: %w", path, line, err)
 		}
-		if err := fn(v); err != nil {
+		if err := fn(v, j.Deleted); err != nil {
 			return err
 		}
 	}
@@ -178,6 +201,9 @@ func (j *jsonVector) docVector() (schemas.DocVector, error) {
 	h, err := strconv.ParseUint(j.ContentHash, 16, 64)
 	if err != nil {
 		return schemas.DocVector{}, fmt.Errorf("content_hash %q: %w", j.ContentHash, err)
+	}
+	if j.Deleted {
+		return schemas.DocVector{DocID: j.DocID, Source: j.Source, Version: j.Version}, nil
 	}
 	return schemas.DocVector{
 		DocID: j.DocID, Title: j.Title, Source: j.Source, Version: j.Version, ContentHash: h,

@@ -103,12 +103,50 @@ func (s *ParquetSink) Write(ctx context.Context, v schemas.DocVector) error {
 	lb := s.b.Field(8).(*array.FixedSizeListBuilder)
 	lb.Append(true)
 	lb.ValueBuilder().(*array.Float32Builder).AppendValues(v.Vector, nil)
+	s.b.Field(9).(*array.BooleanBuilder).Append(false)
 	if s.opts.GNDim > 0 {
-		s.b.Field(9).(*array.StringBuilder).Append(v.GNSpace)
-		gb := s.b.Field(10).(*array.FixedSizeListBuilder)
+		s.b.Field(10).(*array.StringBuilder).Append(v.GNSpace)
+		gb := s.b.Field(11).(*array.FixedSizeListBuilder)
 		gb.Append(true)
 		gb.ValueBuilder().(*array.Float32Builder).AppendValues(v.GNVector, nil)
 	}
+	return s.appended()
+}
+
+// Delete appends the deletion's tombstone row (schemas.VectorSchema says its columns); like
+// Write it is visible after the next Flush. Readers that keep the newest row of each doc_id,
+// a tombstone winning a tie, drop the document.
+func (s *ParquetSink) Delete(ctx context.Context, d schemas.Deletion) error {
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	if d.DocID == "" {
+		return errors.New("vectorfile: a deletion without a doc id")
+	}
+	s.b.Field(0).(*array.StringBuilder).Append(d.DocID)
+	s.b.Field(1).(*array.StringBuilder).Append("")
+	s.b.Field(2).(*array.StringBuilder).Append(d.Source)
+	s.b.Field(3).(*array.StringBuilder).Append(d.Version)
+	s.b.Field(4).(*array.Int32Builder).Append(0)
+	s.b.Field(5).(*array.Int64Builder).Append(0)
+	s.b.Field(6).(*array.Uint64Builder).Append(0)
+	s.b.Field(7).(*array.StringBuilder).Append("")
+	appendZeros(s.b.Field(8).(*array.FixedSizeListBuilder), s.opts.Dim)
+	s.b.Field(9).(*array.BooleanBuilder).Append(true)
+	if s.opts.GNDim > 0 {
+		s.b.Field(10).(*array.StringBuilder).Append("")
+		appendZeros(s.b.Field(11).(*array.FixedSizeListBuilder), s.opts.GNDim)
+	}
+	return s.appended()
+}
+
+func appendZeros(b *array.FixedSizeListBuilder, dim int) {
+	b.Append(true)
+	b.ValueBuilder().(*array.Float32Builder).AppendValues(make([]float32, dim), nil)
+}
+
+// appended counts a buffered row; a full batch is encoded into the current part.
+func (s *ParquetSink) appended() error {
 	s.nbuf++
 	if s.nbuf >= s.opts.BatchRows {
 		return s.writeBatch()
@@ -226,7 +264,7 @@ func (s *ParquetSink) Close(ctx context.Context) error {
 
 // readParquetPart streams a VectorSchema part. A corrupt file returns an error; the recover
 // turns a panic of the Parquet decoder on malformed bytes into one as well.
-func readParquetPart(path string, mem memory.Allocator, fn func(schemas.DocVector) error) (err error) {
+func readParquetPart(path string, mem memory.Allocator, fn func(schemas.DocVector, bool) error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("vectorfile: %s: corrupt: %v", path, r)
@@ -269,13 +307,23 @@ func readParquetPart(path string, mem memory.Allocator, fn func(schemas.DocVecto
 	return nil
 }
 
+// vectorCols are the indexes of VectorSchema's columns in a part, in VectorSchema's order;
+// deleted is -1 in a version-1 part, which has no such column (every row live).
+type vectorCols [10]int
+
+const colDeleted = 9 // VectorSchema's index of the deleted column
+
 // vectorColumns maps VectorSchema columns to their index in sc by name, checking types, so
 // files with extra columns still read.
-func vectorColumns(sc *arrow.Schema) ([9]int, error) {
-	var cols [9]int
+func vectorColumns(sc *arrow.Schema) (vectorCols, error) {
+	var cols vectorCols
 	want := schemas.VectorSchema(1, nil)
 	for i, f := range want.Fields() {
 		idx := sc.FieldIndices(f.Name)
+		if len(idx) == 0 && i == colDeleted {
+			cols[i] = -1
+			continue
+		}
 		if len(idx) != 1 {
 			return cols, fmt.Errorf("column %s missing", f.Name)
 		}
@@ -331,16 +379,26 @@ func gnColumns(sc *arrow.Schema, pf *file.Reader) (gnCols, error) {
 	return gnCols{space: si[0], vector: vi[0], dim: d}, nil
 }
 
-func emitRecord(rec arrow.RecordBatch, cols [9]int, dim int, gn gnCols, fn func(schemas.DocVector) error) error {
+func emitRecord(rec arrow.RecordBatch, cols vectorCols, dim int, gn gnCols, fn func(schemas.DocVector, bool) error) error {
 	str := func(i int) *array.String { return rec.Column(cols[i]).(*array.String) }
 	docID, title, source, version, space := str(0), str(1), str(2), str(3), str(7)
 	nChunks := rec.Column(cols[4]).(*array.Int32)
 	nTokens := rec.Column(cols[5]).(*array.Int64)
 	hash := rec.Column(cols[6]).(*array.Uint64)
 	vec := rec.Column(cols[8])
+	var deleted *array.Boolean
+	if cols[colDeleted] >= 0 {
+		deleted = rec.Column(cols[colDeleted]).(*array.Boolean)
+	}
 	for i := 0; i < int(rec.NumRows()); i++ {
 		if docID.IsNull(i) {
 			return fmt.Errorf("row %d has a null doc_id", i)
+		}
+		if deleted != nil && deleted.Value(i) {
+			if err := fn(schemas.DocVector{DocID: docID.Value(i), Source: source.Value(i), Version: version.Value(i)}, true); err != nil {
+				return err
+			}
+			continue
 		}
 		row, err := parquetread.FloatRow(vec, i, dim)
 		if err != nil {
@@ -359,7 +417,7 @@ func emitRecord(rec arrow.RecordBatch, cols [9]int, dim int, gn gnCols, fn func(
 			v.GNSpace = rec.Column(gn.space).(*array.String).Value(i)
 			v.GNVector = append([]float32(nil), g...)
 		}
-		if err := fn(v); err != nil {
+		if err := fn(v, false); err != nil {
 			return err
 		}
 	}

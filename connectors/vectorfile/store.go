@@ -64,42 +64,38 @@ func (s Store) Search(ctx context.Context, space string, q []float32, k int, ex 
 	if err := s.noVectors(); err != nil {
 		return nil, err
 	}
-	docs := map[string]*scanned{}
-	err := ReadVectors(s.dir, func(v schemas.DocVector) error {
+	docs := NewFold[scanned]()
+	err := ReadVectors(s.dir, func(v schemas.DocVector, deleted bool) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		old := docs[v.DocID]
-		if old != nil && schemas.CompareVersions(v.Version, old.version) < 0 {
-			return nil
-		}
-		e := &scanned{version: v.Version, title: v.Title, source: v.Source, hash: v.ContentHash}
-		if vec, ok := pick(&v, space); ok {
+		e := scanned{version: v.Version, title: v.Title, source: v.Source, hash: v.ContentHash}
+		if vec, ok := pick(&v, space); ok && !deleted {
 			if len(vec) != len(q) {
 				return fmt.Errorf("%s: %s has a %d-dimensional vector in space %s, the query %d", s.dir, v.DocID, len(vec), space, len(q))
 			}
 			e.score, e.inSpace = dot(q, vec), true
 		}
-		docs[v.DocID] = e
+		docs.Add(v.DocID, v.Version, deleted, e)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	a := &schemas.Answer{Store: s.Name(), Exact: true, How: "exact scan of the vector files"}
-	hits := make([]schemas.Hit, 0, len(docs))
-	for id, e := range docs {
+	hits := []schemas.Hit{}
+	docs.Live(func(id string, e scanned) {
 		if !e.inSpace {
 			a.OtherSpace++
-			continue
+			return
 		}
 		a.Among++
 		if ex.Excludes(id, e.hash) {
 			a.Excluded++
-			continue
+			return
 		}
 		hits = append(hits, schemas.Hit{DocID: id, Title: e.title, Source: e.source, Version: e.version, ContentHash: e.hash, Score: e.score})
-	}
+	})
 	sortHits(hits)
 	a.Hits = hits[:min(k, len(hits))]
 	return a, nil
@@ -109,23 +105,31 @@ func (s Store) Lookup(ctx context.Context, space, docID string) (*schemas.DocVec
 	if err := s.noVectors(); err != nil {
 		return nil, err
 	}
-	var found *schemas.DocVector
-	var near []string
-	err := ReadVectors(s.dir, func(v schemas.DocVector) error {
+	// The document and those its id may be short for (which a deletion may have removed too).
+	docs := NewFold[schemas.DocVector]()
+	err := ReadVectors(s.dir, func(v schemas.DocVector, deleted bool) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if len(near) < 3 && v.DocID != docID && strings.HasSuffix(v.DocID, ":"+docID) && !slices.Contains(near, v.DocID) {
-			near = append(near, v.DocID)
-		}
-		if v.DocID == docID && (found == nil || schemas.CompareVersions(v.Version, found.Version) >= 0) {
-			found = &v
+		if v.DocID == docID || strings.HasSuffix(v.DocID, ":"+docID) {
+			docs.Add(v.DocID, v.Version, deleted, v)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	var found *schemas.DocVector
+	var near []string
+	docs.Live(func(id string, v schemas.DocVector) {
+		if id == docID {
+			found = &v
+		} else {
+			near = append(near, id)
+		}
+	})
+	slices.Sort(near)
+	near = near[:min(len(near), 3)]
 	if found == nil {
 		return nil, &connectors.NotFoundError{ID: docID, Where: s.dir, Near: near}
 	}

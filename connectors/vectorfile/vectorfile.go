@@ -11,7 +11,11 @@
 // leaves; readers ignore them and a new sink removes them.
 //
 // Readers take the newest Version of each DocID; on equal versions the later part (and within a
-// part the later row) wins, so re-writing a vector after a crash is harmless.
+// part the later row) wins, so re-writing a vector after a crash is harmless. A deletion is a
+// tombstone row (deleted set): where it is a document's newest row the document is gone, and a
+// tombstone wins a tie with a vector of its version, wherever that vector is (Replaces). Parts
+// are never rewritten, so a tombstone stays: unlike a database's deletions it is not forgotten
+// after run.delete_retention.
 package vectorfile
 
 import (
@@ -242,13 +246,14 @@ func (p *partFile) abort() {
 	_ = os.Remove(p.tmp)
 }
 
-// ReadVectors calls fn for every vector in dir's parts, in part order and row order. It holds
-// one record batch (Parquet) or one line (JSONL) at a time.
-func ReadVectors(dir string, fn func(schemas.DocVector) error) error {
+// ReadVectors calls fn for every row in dir's parts, in part order and row order: a vector
+// (deleted false), or a deletion's tombstone (deleted true; v then holds only DocID, Source
+// and Version). It holds one record batch (Parquet) or one line (JSONL) at a time.
+func ReadVectors(dir string, fn func(v schemas.DocVector, deleted bool) error) error {
 	return readVectors(dir, memory.DefaultAllocator, fn)
 }
 
-func readVectors(dir string, mem memory.Allocator, fn func(schemas.DocVector) error) error {
+func readVectors(dir string, mem memory.Allocator, fn func(schemas.DocVector, bool) error) error {
 	parts, err := listParts(dir)
 	if err != nil {
 		return err
@@ -268,19 +273,73 @@ func readVectors(dir string, mem memory.Allocator, fn func(schemas.DocVector) er
 	return nil
 }
 
-// Latest returns the newest vector of each DocID in dir (see the package comment for ties).
-// Memory is one vector per document.
-func Latest(dir string) (map[string]schemas.DocVector, error) {
-	out := map[string]schemas.DocVector{}
-	err := ReadVectors(dir, func(v schemas.DocVector) error {
-		if old, ok := out[v.DocID]; !ok || schemas.CompareVersions(v.Version, old.Version) >= 0 {
-			out[v.DocID] = v
+// Replaces says whether a row of a document read after the one kept so far takes its place:
+// the newer version wins; on equal versions a tombstone wins over a vector, and otherwise the
+// later row. A tombstone without a version removes whatever was kept, and is not remembered:
+// any later row takes its place.
+func Replaces(keptVersion string, keptDeleted bool, version string, deleted bool) bool {
+	switch {
+	case deleted && version == "", keptDeleted && keptVersion == "":
+		return true
+	}
+	c := schemas.CompareVersions(version, keptVersion)
+	return c > 0 || c == 0 && (deleted || !keptDeleted)
+}
+
+// Fold keeps, for each doc id, the row that wins as rows are added in part and row order
+// (Replaces), with a value of the caller's for the vectors.
+type Fold[T any] struct{ m map[string]*folded[T] }
+
+type folded[T any] struct {
+	version string
+	deleted bool
+	val     T
+}
+
+// NewFold returns an empty fold.
+func NewFold[T any]() *Fold[T] { return &Fold[T]{m: map[string]*folded[T]{}} }
+
+// Add folds in the next row of docID; val is kept for a vector (deleted false). It reports
+// whether the row now stands for the document.
+func (f *Fold[T]) Add(docID, version string, deleted bool, val T) bool {
+	k := f.m[docID]
+	if k != nil && !Replaces(k.version, k.deleted, version, deleted) {
+		return false
+	}
+	if k == nil {
+		k = &folded[T]{}
+		f.m[docID] = k
+	}
+	var zero T
+	k.version, k.deleted, k.val = version, deleted, val
+	if deleted {
+		k.val = zero
+	}
+	return true
+}
+
+// Live calls fn for every document whose winning row is a vector, in no particular order.
+func (f *Fold[T]) Live(fn func(docID string, val T)) {
+	for id, k := range f.m {
+		if !k.deleted {
+			fn(id, k.val)
 		}
+	}
+}
+
+// Latest returns the newest vector of each DocID in dir that is not deleted (see the package
+// comment for ties). Memory is one vector per document.
+func Latest(dir string) (map[string]schemas.DocVector, error) {
+	f := NewFold[schemas.DocVector]()
+	err := ReadVectors(dir, func(v schemas.DocVector, deleted bool) error {
+		f.Add(v.DocID, v.Version, deleted, v)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	out := map[string]schemas.DocVector{}
+	f.Live(func(id string, v schemas.DocVector) { out[id] = v })
 	return out, nil
 }
 

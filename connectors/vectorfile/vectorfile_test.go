@@ -58,7 +58,14 @@ func sameVector(t *testing.T, got, want schemas.DocVector) {
 func readAll(t *testing.T, dir string, mem memory.Allocator) []schemas.DocVector {
 	t.Helper()
 	var got []schemas.DocVector
-	if err := readVectors(dir, mem, func(v schemas.DocVector) error { got = append(got, v); return nil }); err != nil {
+	err := readVectors(dir, mem, func(v schemas.DocVector, deleted bool) error {
+		if deleted {
+			t.Fatalf("%s: a tombstone where only vectors were written", v.DocID)
+		}
+		got = append(got, v)
+		return nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return got
@@ -214,7 +221,7 @@ func TestJSONLLineFormat(t *testing.T) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	if want := []string{"content_hash", "doc_id", "n_chunks", "n_tokens", "source", "space", "title", "vector", "version"}; !reflect.DeepEqual(keys, want) {
+	if want := []string{"content_hash", "deleted", "doc_id", "n_chunks", "n_tokens", "source", "space", "title", "vector", "version"}; !reflect.DeepEqual(keys, want) {
 		t.Errorf("keys = %v", keys)
 	}
 	if obj["content_hash"] != fmt.Sprintf("%016x", v.ContentHash) {
@@ -358,12 +365,13 @@ func FuzzReadJSONLPart(f *testing.F) {
 	f.Add([]byte(`{"doc_id":"a","content_hash":"ffffffffffffffff","vector":[1,-0,3e38]}` + "\n"))
 	f.Add([]byte(`{"doc_id":"a","content_hash":"xyz"}`))
 	f.Add([]byte(`{"doc_id":"a","content_hash":"0000000000000001","vector":[1e99]}`))
+	f.Add([]byte(`{"doc_id":"a","source":"s","version":"3","content_hash":"0000000000000000","space":"","vector":[],"deleted":true}` + "\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		path := filepath.Join(t.TempDir(), "part-00000001.jsonl")
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_ = readJSONLPart(path, func(v schemas.DocVector) error {
+		_ = readJSONLPart(path, func(v schemas.DocVector, _ bool) error {
 			if v.DocID == "" {
 				t.Fatal("vector without doc id accepted")
 			}
@@ -382,6 +390,9 @@ func FuzzReadParquetPart(f *testing.F) {
 		if err := s.Write(context.Background(), v); err != nil {
 			f.Fatal(err)
 		}
+	}
+	if err := s.Delete(context.Background(), schemas.Deletion{DocID: "enwiki:1", Version: "1"}); err != nil {
+		f.Fatal(err)
 	}
 	if err := s.Close(context.Background()); err != nil {
 		f.Fatal(err)
@@ -405,8 +416,8 @@ func FuzzReadParquetPart(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_ = readParquetPart(path, memory.DefaultAllocator, func(v schemas.DocVector) error {
-			if len(v.Vector) == 0 {
+		_ = readParquetPart(path, memory.DefaultAllocator, func(v schemas.DocVector, deleted bool) error {
+			if !deleted && len(v.Vector) == 0 {
 				t.Fatal("empty vector decoded")
 			}
 			return nil
@@ -505,7 +516,7 @@ func TestJSONLPartChecksum(t *testing.T) {
 	if err := os.WriteFile(part, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err := ReadVectors(dir, func(schemas.DocVector) error { return nil })
+	err := ReadVectors(dir, func(schemas.DocVector, bool) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "part-00000001.jsonl") || !strings.Contains(err.Error(), "changed or damaged") {
 		t.Fatalf("ReadVectors of a changed part = %v", err)
 	}

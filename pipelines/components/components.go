@@ -246,7 +246,7 @@ func pgvectorSink() registry.Sink {
 		Config: pgvectorConfig,
 		// ctx bounds the wait for a database that is down (retry_timeout): a signal stops it.
 		Open: func(ctx context.Context, c registry.SinkConfig, env registry.SinkEnv) (connectors.Sink, error) {
-			return pgvector.Open(ctx, pgvector.Options{Config: *PgvectorSettings(c), Dim: env.Dim, GNDim: env.GNDim, Key: env.Key})
+			return pgvector.Open(ctx, pgvector.Options{Config: *PgvectorSettings(c), Dim: env.Dim, GNDim: env.GNDim, Key: env.Key, DeleteRetention: env.DeleteRetention})
 		},
 		Output: func(c registry.SinkConfig) string {
 			p := PgvectorSettings(c)

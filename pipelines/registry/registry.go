@@ -17,6 +17,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -87,6 +88,9 @@ type SinkEnv struct {
 	// Key is the sink's place in the pipeline file ("sinks[1]"), for the messages of checks
 	// that can only run when it opens (a dimension the index cannot take).
 	Key string
+	// DeleteRetention is run.delete_retention: how long a sink that remembers deletions (a
+	// database's deletions table) keeps them against older upserts.
+	DeleteRetention time.Duration
 }
 
 // Aggregator is an aggregation type (aggregate.type).

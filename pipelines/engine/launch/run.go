@@ -278,6 +278,7 @@ func OpenSinks(ctx context.Context, cfg *pipelines.Config, env registry.SinkEnv)
 		}
 		return errors.Join(errs...)
 	}
+	env.DeleteRetention = cfg.Run.DeleteRetention.Duration
 	for i, sc := range cfg.Sinks {
 		typ, ok := reg.Sink(sc.Type)
 		if !ok {

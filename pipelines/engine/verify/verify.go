@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/pipelines"
@@ -18,7 +19,9 @@ import (
 
 // Output is one vector sink's folder.
 type Output struct {
-	Dir     string `json:"dir"`
+	Dir string `json:"dir"`
+	// Vectors counts the documents the folder holds: the newest row of each doc id, deleted
+	// ones left out.
 	Vectors int64  `json:"vectors"`
 	Error   string `json:"error,omitempty"`
 	// NoManifest counts vectors whose document has no manifest in the cache (the first few
@@ -91,21 +94,29 @@ func Run(cfg *pipelines.Config, repair bool) (Report, error) {
 			continue // kafka, pgvector
 		}
 		o := Output{Dir: dir}
-		err := vectorfile.ReadVectors(dir, func(v schemas.DocVector) error {
-			o.Vectors++
-			if manifests == nil {
-				return nil
+		// The documents the output holds: a deleted one's older rows stay in the parts, and its
+		// manifest is gone with it.
+		docs := vectorfile.NewFold[struct{}]()
+		err := vectorfile.ReadVectors(dir, func(v schemas.DocVector, deleted bool) error {
+			docs.Add(v.DocID, v.Version, deleted, struct{}{})
+			return nil
+		})
+		var live []string
+		docs.Live(func(id string, _ struct{}) { live = append(live, id) })
+		slices.Sort(live)
+		o.Vectors = int64(len(live))
+		for _, id := range live {
+			if err != nil || manifests == nil {
+				break
 			}
-			if _, ok, err := manifests.Manifest(v.DocID); err != nil {
-				return err
-			} else if !ok {
+			var ok bool
+			if _, ok, err = manifests.Manifest(id); err == nil && !ok {
 				if o.NoManifest < maxListed {
-					o.NoManifestDocs = append(o.NoManifestDocs, v.DocID)
+					o.NoManifestDocs = append(o.NoManifestDocs, id)
 				}
 				o.NoManifest++
 			}
-			return nil
-		})
+		}
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			o.Error = err.Error()
 		}

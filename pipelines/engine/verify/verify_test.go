@@ -161,3 +161,55 @@ sinks:
 		t.Fatalf("index rebuilt from the shards, manifests gone: %+v %+v %v", rep, rep.Cache, err)
 	}
 }
+
+// A deleted document's manifest goes with it while its older vector stays in the parts under
+// its tombstone: verify counts the documents the folder holds and misses no manifest.
+func TestRunLeavesOutDeletedDocuments(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := pipelines.Parse([]byte(fmt.Sprintf(`version: 1
+name: v
+source: {type: jsonl, path: in.jsonl}
+cache: {dir: %q}
+sinks:
+  - {type: parquet, dir: %q}
+`, filepath.Join(dir, "cache"), filepath.Join(dir, "vectors"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := shardcache.Open(shardcache.Options{Dir: cfg.Cache.Dir, Fingerprint: "fp@1", Dim: 2, K: 8, S: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, err := vectorfile.NewParquet(vectorfile.ParquetOptions{Dir: cfg.Sinks[0].Dir(), Dim: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i, id := range []string{"t:kept", "t:gone"} {
+		key := uint64(10 + i)
+		if _, err := c.Add(shardcache.Row{Key: key, DocID: id, Embedding: []float32{1, float32(i)}}); err != nil {
+			t.Fatal(err)
+		}
+		if id == "t:kept" { // the deletion took t:gone's manifest
+			if err := c.PutManifest(shardcache.Manifest{DocID: id, Version: "1", Fingerprint: "fp@1", K: 8, S: 8, Keys: []uint64{key}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := sink.Write(ctx, schemas.DocVector{DocID: id, Version: "1", Space: "s", Vector: []float32{1, float32(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sink.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Delete(ctx, schemas.Deletion{DocID: "t:gone", Version: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(c.Close(), sink.Close(ctx)); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(cfg, false)
+	if err != nil || !rep.OK() || rep.Outputs[0].Vectors != 1 || rep.Outputs[0].NoManifest != 0 {
+		t.Fatalf("a deleted document in the parts: %+v %v", rep, err)
+	}
+}

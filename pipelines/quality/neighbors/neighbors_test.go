@@ -124,3 +124,42 @@ func TestResolveTitle(t *testing.T) {
 		t.Errorf("two documents with the title: %v", err)
 	}
 }
+
+// A deleted document is neither a neighbour nor a query: the files' newest row of it is a
+// tombstone.
+func TestFindLeavesOutDeleted(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	s, err := vectorfile.NewParquet(vectorfile.ParquetOptions{Dir: dir, Dim: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []schemas.DocVector{
+		{DocID: "t:q", Title: "Query", Version: "1", Space: "sp", Vector: []float32{1, 0}},
+		{DocID: "t:near", Title: "Near", Version: "1", Space: "sp", Vector: []float32{0.9, 0.1}},
+		{DocID: "t:far", Title: "Far", Version: "1", Space: "sp", Vector: []float32{0, 1}},
+	} {
+		if err := s.Write(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, schemas.Deletion{DocID: "t:near", Source: "t", Version: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Find(dir, Of{DocID: "t:q"}, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Among != 2 || len(r.Hits) != 1 || r.Hits[0].DocID != "t:far" {
+		t.Fatalf("neighbours of t:q among %d: %+v, want only t:far", r.Among, r.Hits)
+	}
+	if _, err := Find(dir, Of{DocID: "t:near"}, 1); err == nil || !strings.Contains(err.Error(), "no document") {
+		t.Fatalf("the deleted document as the query: %v", err)
+	}
+}

@@ -292,7 +292,7 @@ func checkSpace(path string, kv interface{ FindValue(string) *string }, sp Space
 		schemas.MetaS:             get(schemas.MetaS),
 	}
 	want := Meta(sp)
-	want[schemas.MetaSchemaVersion] = schemas.ArrowSchemaVersion
+	want[schemas.MetaSchemaVersion] = schemas.ChunkSchemaVersion
 	want[schemas.MetaDim] = strconv.Itoa(sp.Dim)
 	for _, k := range []string{schemas.MetaSchemaVersion, schemas.MetaGNFingerprint, schemas.MetaDim, schemas.MetaK, schemas.MetaS} {
 		if got[k] != want[k] {
