@@ -30,7 +30,8 @@ func cmdServe(ctx context.Context, args []string) error {
 	timeout := fs.Duration("timeout", 60*time.Second, "longest a request may run once its body is in (504 past it)")
 	grace := fs.Duration("grace", 30*time.Second, "on shutdown, how long running requests may finish before they are stopped")
 	sink := fs.Int("sink", -1, "search the pipeline's sinks[N] (default: the first pgvector sink, else the first parquet or jsonl sink)")
-	noCache := fs.Bool("no-cache", false, "leave the chunk cache alone (it can be open in one process only: use this beside a running pipeline)")
+	noCache := fs.Bool("no-cache", false, "read no chunk cache: every query window goes to the GN (a baseline; the cache is read beside a running pipeline)")
+	queryCache := fs.Int("query-cache", query.DefaultQueryCacheWindows, "query windows the corpus cache lacks kept in memory, so a repeated query costs no GN pass (about 4*dim+100 bytes each; 0 = none)")
 	logFormat := fs.String("log-format", "text", "text or json")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -41,6 +42,8 @@ func cmdServe(ctx context.Context, args []string) error {
 		return usageError("serve", "give exactly one pipeline file")
 	case *maxConc < 1:
 		return usageError("serve", "--max-concurrent must be >= 1")
+	case *queryCache < 0:
+		return usageError("serve", "--query-cache must be >= 0")
 	case *maxBody < 1:
 		return usageError("serve", "--max-body must be >= 1")
 	case *maxTokens < 1:
@@ -63,7 +66,7 @@ func cmdServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	s, err := search.Open(ctx, cfg, search.Options{Sink: *sink, Query: query.Options{NoCache: *noCache}})
+	s, err := search.Open(ctx, cfg, search.Options{Sink: *sink, Query: query.Options{NoCache: *noCache, QueryCacheWindows: *queryCache}})
 	if err != nil {
 		return err
 	}

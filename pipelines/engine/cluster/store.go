@@ -177,8 +177,7 @@ func (e *stageEnv) replicaStage(ctx context.Context, o StageOptions) (Summary, e
 
 func followStore(ctx context.Context, cfg *pipelines.Config, once bool, idleExit time.Duration, flushRecords int) (*MaterializeSummary, error) {
 	log := slog.Default().With("replica", cfg.Cache.Dir)
-	client, err := kafkaClient(cfg.Transport.Kafka)
-	if err != nil {
+	if _, err := kafkaClient(cfg.Transport.Kafka); err != nil {
 		return nil, fmt.Errorf("transport.kafka: %w", err)
 	}
 	// The GN is identified for the store's space; no session is made, nothing is embedded.
@@ -188,10 +187,7 @@ func followStore(ctx context.Context, cfg *pipelines.Config, once bool, idleExit
 	}
 	defer pp.Close()
 	start := time.Now()
-	f, err := replica.Start(ctx, replica.Options{
-		Client: client, Topics: storeTopics(cfg.Transport.Kafka), Cache: pp.Cache, Space: cacheSpace(pp.Cache), Dir: cfg.Cache.Dir,
-		FlushRecords: flushRecords, Logger: log,
-	})
+	f, err := FollowStore(ctx, cfg, pp.Cache, flushRecords, log)
 	if err != nil {
 		return nil, err
 	}

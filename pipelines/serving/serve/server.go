@@ -23,9 +23,6 @@ type Listening struct {
 	TLSCert, TLSKey string
 	// InsecureNoAuth allows an address other machines can reach without an API key.
 	InsecureNoAuth bool
-	// FlushEvery (default 30s): how often the query windows the GN embedded are flushed to the
-	// chunk cache, so later queries, and later runs, find them.
-	FlushEvery time.Duration
 }
 
 // Server is the API listening, with the owner of its background work.
@@ -36,8 +33,6 @@ type Server struct {
 	srv       *http.Server
 	admin     *http.Server
 	errc      chan error
-	stop      chan struct{}
-	done      chan struct{}
 	api       *API
 	once      sync.Once
 	err       error
@@ -46,9 +41,6 @@ type Server struct {
 // Listen starts serving a as l says. An address other machines can reach is refused without
 // an API key unless l.InsecureNoAuth says to serve it open.
 func Listen(l Listening, a *API) (*Server, error) {
-	if l.FlushEvery <= 0 {
-		l.FlushEvery = 30 * time.Second
-	}
 	if (l.TLSCert == "") != (l.TLSKey == "") {
 		return nil, errors.New("give both --tls-cert and --tls-key, or neither")
 	}
@@ -77,7 +69,7 @@ func Listen(l Listening, a *API) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		Addr: ln.Addr().String(), TLS: tlsConf != nil, api: a, errc: make(chan error, 2), stop: make(chan struct{}), done: make(chan struct{}),
+		Addr: ln.Addr().String(), TLS: tlsConf != nil, api: a, errc: make(chan error, 2),
 		srv: &http.Server{
 			Handler: a, TLSConfig: tlsConf, ReadHeaderTimeout: 10 * time.Second,
 			// No ReadTimeout: the body's deadline is set per request (readBody), and a
@@ -105,24 +97,7 @@ func Listen(l Listening, a *API) (*Server, error) {
 		}
 		s.errc <- s.srv.Serve(ln)
 	}()
-	go s.flushLoop(l.FlushEvery)
 	return s, nil
-}
-
-func (s *Server) flushLoop(every time.Duration) {
-	defer close(s.done)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-			if err := s.api.s.Embedder.Flush(); err != nil {
-				s.api.o.Logger.Warn("query windows not flushed to the chunk cache; retrying later", "err", err)
-			}
-		}
-	}
 }
 
 // stragglerWait is how long, after the grace, stopped requests get to write their 503 before
@@ -132,7 +107,7 @@ const stragglerWait = 2 * time.Second
 // Shutdown stops taking connections and lets running requests finish within grace. Those still
 // running then are stopped (their context ends: tokenizing and queued windows stop, the client
 // gets a 503), and Shutdown returns once every request has returned, so the caller may close
-// the searcher (which flushes the cache a last time) with nothing running on it. A drain that
+// the searcher (and the chunk cache it reads) with nothing running on it. A drain that
 // had to stop requests is still a clean stop: the error is only the listener's.
 // A second call returns the first one's result.
 func (s *Server) Shutdown(grace time.Duration) error {
@@ -163,8 +138,6 @@ func (s *Server) Shutdown(grace time.Duration) error {
 				s.err = serr
 			}
 		}
-		close(s.stop)
-		<-s.done
 	})
 	return s.err
 }
