@@ -97,7 +97,7 @@ test-go:
 # expires while a worker is mid-call on a loaded machine (golang/go#75804, fixed in Go 1.27).
 SMOKE_FUZZ := ./pipelines/serving/serve/:FuzzReadRequest ./connectors/uspto/patentxml/:FuzzParseDocument ./connectors/uspto/:FuzzSplit \
 	./connectors/wikipedia/:FuzzScanPages ./connectors/wikipedia/wikitext/:FuzzPlain ./connectors/jsonl/:FuzzParseLine \
-	./connectors/wikipedia/:FuzzParseNamespaces ./connectors/wikipedia/:FuzzScanBounded ./connectors/textpolicy/:FuzzClean \
+	./connectors/wikipedia/:FuzzParseNamespaces ./connectors/wikipedia/:FuzzScanBounded ./connectors/wikipedia/pageset/:FuzzOpen ./connectors/textpolicy/:FuzzClean \
 	./schemas/:FuzzDecodeChunkDoc ./schemas/:FuzzDecodeDocVector ./schemas/:FuzzDecodeRawDocument \
 	./internal/kafkaclient/fragment/:FuzzFragmentHeaders ./internal/kafkaclient/fragment/:FuzzAssembler \
 	./pipelines/quality/dataset/:FuzzLoCoRecords ./pipelines/:FuzzExpand ./connectors/pgcdc/:FuzzParseChange ./connectors/debezium/:FuzzDecode

@@ -5,7 +5,10 @@
 package schemas
 
 import (
+	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -105,4 +108,15 @@ type DeadLetterRecord struct {
 func (d DeadLetter) Record(t time.Time) DeadLetterRecord {
 	return DeadLetterRecord{Time: t.UTC().Format(time.RFC3339), DocID: d.DocID, Source: d.Source,
 		Position: d.Position, Stage: d.Stage, Error: d.Err}
+}
+
+// CheckID is the one rule every reader applies to a document id it is handed (a JSONL line, a
+// raw topic record or a tombstone's key, a service's request): not empty, valid UTF-8, and no
+// NUL, CR or LF, which would break the line-oriented outputs (dead letters, manifests) and the
+// keys that embed the id.
+func CheckID(id string) error {
+	if id == "" || !utf8.ValidString(id) || strings.ContainsAny(id, "\n\r\x00") {
+		return fmt.Errorf("id %q is empty or holds control characters", id)
+	}
+	return nil
 }

@@ -30,7 +30,10 @@ type Hit struct {
 type Answer struct {
 	Store string `json:"store"`
 	Exact bool   `json:"exact"` // false: an approximate (HNSW) index answered
-	Hits  []Hit  `json:"hits"`
+	// How says, in words, how the store answered: "HNSW index", "exact scan", "exact scan (no
+	// HNSW index on the table yet ...)" -- what ran, not what was asked for.
+	How  string `json:"how"`
+	Hits []Hit  `json:"hits"`
 	// Among counts the documents an exact file scan ranked, Excluded the ones it left out as
 	// the query itself, OtherSpace the newest vectors in another space (an output written
 	// before the aggregation changed). Zero for a database answer.

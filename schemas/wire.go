@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"unicode/utf8"
 )
 
@@ -95,8 +94,8 @@ func DecodeRawDocument(value []byte) (Document, error) {
 		r.Meta = nil // "meta": {} and no meta are the same document
 	}
 	d = Document{ID: r.ID, Source: r.Source, Version: r.Version, Title: r.Title, Text: r.Text, Meta: r.Meta}
-	if r.ID == "" || strings.ContainsAny(r.ID, "\n\r\x00") {
-		return d, fmt.Errorf("raw document: id %q is empty or holds control characters", r.ID)
+	if err := CheckID(r.ID); err != nil {
+		return d, fmt.Errorf("raw document: %w", err)
 	}
 	return d, nil
 }

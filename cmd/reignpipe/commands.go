@@ -47,7 +47,7 @@ func commands() []command {
 			synopsis: "--vectors DIR [--doc ID|--title TITLE] [--k 5]", run: func(_ context.Context, a []string) error { return cmdNeighbors(os.Stdout, a) }},
 		{name: "search", summary: "the documents nearest to a query document, from the pipeline's pgvector table or vector files",
 			synopsis: "--doc FILE|--text TEXT|--id DOC_ID [--k 10] [--exact] [--gn] [--format text|json] PIPELINE.yaml", run: cmdSearch},
-		{name: "serve", summary: "an HTTP API: POST /v1/embed and /v1/search, /healthz, /metrics",
+		{name: "serve", summary: "an HTTP API: POST /v1/embed, /v1/search, /v1/embeddings (OpenAI); GET /info, /healthz, /metrics",
 			synopsis: "[--addr 127.0.0.1:8321] [--max-concurrent 4] [--timeout 60s] [--no-cache] PIPELINE.yaml", run: cmdServe},
 		{name: "benchdata", summary: "build a benchmark from real documents",
 			synopsis: "--kind patent-claims|halves --source wikipedia|jsonl|uspto|textdir --input PATH --out DIR [--seed 42] [--min-chars 2000]", run: cmdBenchdata},

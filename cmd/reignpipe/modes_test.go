@@ -24,8 +24,8 @@ import (
 // TestEveryModeSameVectorsAndRows: one corpus through every mode that makes vectors --
 // embedded, the three distributed stages (ingest, embed, aggregate), `stage process`,
 // `reaggregate` from the cache, and the query side (what search --doc embeds) -- gives
-// bit-identical vectors, and every mode's chunk cache holds the same rows (key, n_tokens,
-// embedding bits), because they all run the engine's one embed step and one publish step. The
+// bit-identical vectors, and every corpus mode's chunk cache holds the same rows (key, n_tokens,
+// embedding bits; the query side writes none), because they all run the engine's one embed step and one publish step. The
 // GN is the row-wise int8 variant, batch-invariant by construction, so a window's vector does
 // not depend on which batch, process or mode embedded it; any difference left is the code's.
 func TestEveryModeSameVectorsAndRows(t *testing.T) {
@@ -94,11 +94,12 @@ func TestEveryModeSameVectorsAndRows(t *testing.T) {
 		sameBits(t, mode, want, got)
 	}
 
-	// The query side: each document's text embedded as a query, into a cache of its own.
+	// The query side: each document's text embedded as a query over an empty cache of its own,
+	// so every window goes to the GN; the query writes none of them to that cache.
 	qcfg := *cfg
 	qcfg.Cache.Dir = filepath.Join(s.dir, "cache-query")
 	texts := jsonlTexts(t, input)
-	e, err := query.Open(&qcfg, query.Options{})
+	e, err := query.Open(context.Background(), &qcfg, query.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,6 +111,9 @@ func TestEveryModeSameVectorsAndRows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if res.CacheHits != 0 || res.GNWindows == 0 {
+			t.Fatalf("query %s over an empty cache: %+v", id, res)
+		}
 		got[id] = res.Vector
 	}
 	if err := e.Close(); err != nil {
@@ -119,7 +123,10 @@ func TestEveryModeSameVectorsAndRows(t *testing.T) {
 
 	// The rows: every cache holds the same windows with the same n_tokens and embedding bits.
 	rows := map[string][]string{}
-	for _, dir := range []string{cfg.Cache.Dir, filepath.Join(s.dir, "cache-embed"), filepath.Join(s.dir, "cache-process"), qcfg.Cache.Dir} {
+	if r := cacheRows(t, qcfg.Cache.Dir); len(r) != 0 {
+		t.Errorf("the query side wrote %d query windows into the chunk cache", len(r))
+	}
+	for _, dir := range []string{cfg.Cache.Dir, filepath.Join(s.dir, "cache-embed"), filepath.Join(s.dir, "cache-process")} {
 		rows[filepath.Base(dir)] = cacheRows(t, dir)
 	}
 	ref := rows[filepath.Base(cfg.Cache.Dir)]
@@ -131,7 +138,7 @@ func TestEveryModeSameVectorsAndRows(t *testing.T) {
 			t.Errorf("cache %s holds %d rows, the embedded run's %d, and they differ (first: %v vs %v)", name, len(r), len(ref), first(r), first(ref))
 		}
 	}
-	t.Logf("%d documents, %d windows: the same bits in 5 modes and 4 caches", len(want), len(ref))
+	t.Logf("%d documents, %d windows: the same bits in 5 modes and 3 caches", len(want), len(ref))
 }
 
 func sameBits(t *testing.T, mode string, want, got map[string]schemas.DocVector) {

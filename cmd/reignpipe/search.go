@@ -30,7 +30,7 @@ func searchTo(ctx context.Context, w io.Writer, stdin io.Reader, args []string) 
 	exact := fs.Bool("exact", false, "pgvector: scan the table instead of its HNSW index (exact top k)")
 	gnSpace := fs.Bool("gn", false, "search the GN mean-pool vectors published beside REIGN vectors")
 	sink := fs.Int("sink", -1, "search the pipeline's sinks[N] (default: the first pgvector sink, else the first parquet or jsonl sink)")
-	noCache := fs.Bool("no-cache", false, "leave the chunk cache alone: every query window goes to the GN")
+	noCache := fs.Bool("no-cache", false, "read no chunk cache: every query window goes to the GN")
 	format := fs.String("format", "text", "text or json")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -111,11 +111,7 @@ func printSearch(w io.Writer, r *search.Result, cacheNote string) {
 	if cacheNote != "" && !q.Stored {
 		fmt.Fprintf(w, "chunk cache %s\n", cacheNote)
 	}
-	mode := "exact"
-	if !r.Exact {
-		mode = "HNSW index"
-	}
-	fmt.Fprintf(w, "top %d in space %s from %s (%s):\n", r.K, q.Space, r.Store, mode)
+	fmt.Fprintf(w, "top %d in space %s from %s by %s:\n", r.K, q.Space, r.Store, r.How)
 	for i, h := range r.Hits {
 		fmt.Fprintf(w, "  %2d. %.4f  %-24s %s\n", i+1, h.Score, h.DocID, h.Title)
 	}

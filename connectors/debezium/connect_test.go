@@ -166,7 +166,7 @@ func TestDebeziumPostgres(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		src := kafka.NewDocSource(c, d.Decode).KeyedByRow()
+		src := kafka.NewDocSource(c, kafka.RawFormat{Decode: d.Decode, Null: kafka.NullSkips(debezium.SkipTombstone)}).KeyedByRow()
 		t.Cleanup(func() { src.Close(context.Background()) })
 		runs = append(runs, &run{name: fmt.Sprintf("schemas.enable=%v", schemasEnable), topic: topic, src: src})
 	}

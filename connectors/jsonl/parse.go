@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"unicode/utf8"
+
+	"github.com/reignpipe/reignpipe/schemas"
 )
 
 // Record is one parsed line. Deleted marks a deletion line: {"id": "...", "deleted": true,
@@ -51,8 +52,8 @@ func ParseLine(line []byte) (Record, error) {
 	if err != nil {
 		return rec, fmt.Errorf("id: %w", err)
 	}
-	if id == "" || strings.ContainsAny(id, "\n\r\x00") {
-		return rec, fmt.Errorf("id %q is empty or holds control characters", id)
+	if err := schemas.CheckID(id); err != nil {
+		return rec, err
 	}
 	rec.ID = id
 	if !isAbsent(raw.Version) {

@@ -32,6 +32,9 @@ const (
 	HeaderStage       = "rp-stage"  // dead letters: the stage that failed
 	HeaderError       = "rp-error"  // dead letters: the reason
 	HeaderSource      = "rp-source" // dead letters: where the input was, "topic/partition@offset"
+	// HeaderDocSource is a deletion record's source (the document's Source), beside
+	// rp-version: a tombstone has no value to carry them (schemas/WIRE.md, "Deletions").
+	HeaderDocSource = "rp-doc-source"
 )
 
 // Position names a delivery in dead letters and logs.
@@ -47,7 +50,7 @@ func header(k, v string) kafkago.Header { return kafkago.Header{Key: k, Value: [
 // this member still owns.
 type DocSource struct {
 	c      *kafkaclient.Consumer
-	decode Decoder
+	format RawFormat
 	lease  context.Context // of the delivery Read returned last
 	read   atomic.Int64
 	bytes  atomic.Int64
@@ -75,12 +78,16 @@ func RawJSON(value []byte) (schemas.Document, string, error) {
 	return d, "", err
 }
 
-// NewDocSource reads raw documents through c, decoded by decode (nil: RawJSON); Close closes c.
-func NewDocSource(c *kafkaclient.Consumer, decode Decoder) *DocSource {
-	if decode == nil {
-		decode = RawJSON
+// NewDocSource reads raw documents through c in format f (its zero value: RawJSON, a null
+// value a deletion); Close closes c.
+func NewDocSource(c *kafkaclient.Consumer, f RawFormat) *DocSource {
+	if f.Decode == nil {
+		f.Decode = RawJSON
 	}
-	return &DocSource{c: c, decode: decode, skips: map[string]int64{}, text: textpolicy.Counts{}}
+	if f.Null == nil {
+		f.Null = NullDeletes
+	}
+	return &DocSource{c: c, format: f, skips: map[string]int64{}, text: textpolicy.Counts{}}
 }
 
 // Read blocks until the next document, or ctx ends. A record that does not decode, or whose
@@ -93,7 +100,7 @@ func (s *DocSource) Read(ctx context.Context) (schemas.Document, connectors.AckF
 		}
 		s.read.Add(1)
 		s.bytes.Add(int64(len(d.Value)))
-		doc, skip, err := s.decode(d.Value)
+		doc, skip, err := s.format.read(d)
 		if skip != "" && err == nil {
 			s.c.Ack(d)
 			s.mu.Lock()
@@ -122,10 +129,12 @@ func (s *DocSource) document(d kafkaclient.Delivery, doc schemas.Document, err e
 		return schemas.Document{}, ack, &connectors.BadInputError{DocID: id, Position: pos, Reason: err}
 	}
 	// Records come from other producers too (kcat, other clients): the text policy every file
-	// source applies holds here as well.
-	s.mu.Lock()
-	doc.Text, doc.Title = textpolicy.Clean(doc.Text, s.text), textpolicy.Clean(doc.Title, s.text)
-	s.mu.Unlock()
+	// source applies holds here as well. A deletion has no text.
+	if !doc.Deleted {
+		s.mu.Lock()
+		doc.Text, doc.Title = textpolicy.Clean(doc.Text, s.text), textpolicy.Clean(doc.Title, s.text)
+		s.mu.Unlock()
+	}
 	doc.Position = pos
 	return doc, ack, nil
 }
@@ -175,7 +184,7 @@ func (s *ChunkSource) Read(ctx context.Context) (_ schemas.ChunkDoc, ack connect
 	}
 	// Done or dead-lettered, the offset moves on: the record is not read again.
 	ack = func(context.Context, error) error { s.c.Ack(d); return nil }
-	c, err := schemas.DecodeChunkDoc(d.Value)
+	c, err := readChunks(d)
 	if err == nil && d.Key != c.DocID {
 		err = fmt.Errorf("record key %q is not the document id %q", d.Key, c.DocID)
 	}
@@ -204,8 +213,13 @@ type RawSink struct{ p *kafkaclient.Producer }
 // NewRawSink writes through p; Close closes p.
 func NewRawSink(p *kafkaclient.Producer) *RawSink { return &RawSink{p: p} }
 
-// WriteDocument queues one document, keyed by its id.
+// WriteDocument queues one document, keyed by its id; a deletion record as a tombstone (a
+// null value with its version and source in headers), which DocSource reads back as the same
+// deletion.
 func (s *RawSink) WriteDocument(ctx context.Context, d schemas.Document) error {
+	if d.Deleted {
+		return s.p.Send(ctx, Tombstone(schemas.SchemaRawDocument, schemas.Deletion{DocID: d.ID, Source: d.Source, Version: d.Version}))
+	}
 	b, err := schemas.EncodeRawDocument(d)
 	if err != nil {
 		return fmt.Errorf("raw document %s: %w", d.ID, err)
@@ -227,8 +241,13 @@ type ChunkSink struct{ p *kafkaclient.Producer }
 func NewChunkSink(p *kafkaclient.Producer) *ChunkSink { return &ChunkSink{p: p} }
 
 // WriteChunks queues one document's chunk embeddings (fragmented by the producer when larger
-// than a record may be).
+// than a record may be); a deletion's record as a tombstone that also names the GN space.
 func (s *ChunkSink) WriteChunks(ctx context.Context, c schemas.ChunkDoc) error {
+	if c.Deleted {
+		m := Tombstone(schemas.SchemaChunkDoc, schemas.Deletion{DocID: c.DocID, Source: c.Source, Version: c.Version})
+		m.Headers = append(m.Headers, header(HeaderSpace, "gn:"+c.Fingerprint))
+		return s.p.Send(ctx, m)
+	}
 	b, err := schemas.EncodeChunkDoc(nil, c)
 	if err != nil {
 		return err

@@ -10,9 +10,9 @@ import (
 // counted in the source's stats. (Invalid UTF-8 stays a dead letter: the wire format requires
 // UTF-8, schemas/WIRE.md.)
 func TestDocSourceTextPolicy(t *testing.T) {
-	s := NewDocSource(nil, nil)
+	s := NewDocSource(nil, RawFormat{})
 	value := []byte("{\"id\":\"t:1\",\"source\":\"t\",\"title\":\"A\\u0000B\",\"text\":\"caf\\u00e9 \\u0001ok\"}")
-	doc, skip, err := s.decode(value)
+	doc, skip, err := s.format.Decode(value)
 	if err != nil || skip != "" {
 		t.Fatalf("decode: %v %q", err, skip)
 	}

@@ -86,9 +86,8 @@ func (s *Source) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 
 		d := s.opts.At(i)
 		pos := fmt.Sprintf("%s document %d", s.opts.Source, i+1)
-		if d.ID == "" || strings.ContainsAny(d.ID, "\n\r\x00") {
-			return schemas.Document{}, noAck, &connectors.BadInputError{Position: pos,
-				Reason: fmt.Errorf("id %q is empty or holds control characters", d.ID)}
+		if err := schemas.CheckID(d.ID); err != nil {
+			return schemas.Document{}, noAck, &connectors.BadInputError{Position: pos, Reason: err}
 		}
 		text, title := textpolicy.Clean(d.Text, s.scratch), textpolicy.Clean(d.Title, s.scratch)
 		s.tally.Text(s.scratch)

@@ -29,6 +29,7 @@ type Searcher struct {
 
 	mu     sync.Mutex
 	spaces map[string]SpaceInfo // registered spaces seen so far (Rows not kept)
+	hnsw   map[string]bool      // tables seen with a valid HNSW index
 }
 
 // SpaceInfo describes one registered space: its table, distance, dimension and row count.
@@ -60,7 +61,7 @@ func OpenSearcher(ctx context.Context, o SearchOptions) (*Searcher, error) {
 	if err != nil {
 		return nil, explain(err, cc.Config, "pgvector search", "the dsn")
 	}
-	s := &Searcher{pool: pool, prefix: o.Table, target: target(cc.Config), spaces: map[string]SpaceInfo{}}
+	s := &Searcher{pool: pool, prefix: o.Table, target: target(cc.Config), spaces: map[string]SpaceInfo{}, hnsw: map[string]bool{}}
 	var reg *string
 	if err := pool.QueryRow(ctx, "SELECT to_regclass($1)::text", ident(spacesTable(o.Table))).Scan(&reg); err != nil {
 		pool.Close()
@@ -162,6 +163,20 @@ func (s *Searcher) Search(ctx context.Context, space string, q []float32, k int,
 	if len(q) != info.Dim {
 		return nil, fmt.Errorf("pgvector search: the query has %d dimensions, space %s has %d", len(q), space, info.Dim)
 	}
+	// Without an HNSW index (index: deferred before the run's end built it, index: none) the
+	// database scans whatever was asked: the answer is exact, and says so.
+	how := "HNSW index"
+	if !exact {
+		indexed, err := s.indexed(ctx, info.Table)
+		if err != nil {
+			return nil, err
+		}
+		if !indexed {
+			exact, how = true, "exact scan (the table has no HNSW index yet: index: deferred builds it when the run ends, index: none never)"
+		}
+	} else {
+		how = "exact scan"
+	}
 	settings, sql, args, err := searchQuery(info, q, k, ex, exact)
 	if err != nil {
 		return nil, err
@@ -189,7 +204,30 @@ func (s *Searcher) Search(ctx context.Context, space string, q []float32, k int,
 	if err != nil {
 		return nil, s.wrap(err)
 	}
-	return &schemas.Answer{Store: s.Name(), Exact: exact, Hits: hits}, nil
+	return &schemas.Answer{Store: "pgvector table " + info.Table, Exact: exact, How: how, Hits: hits}, nil
+}
+
+// indexed reports whether table has a valid HNSW index. Once it has, that is remembered: an
+// index is built once (deferred: when the run ends) and not dropped by reignpipe.
+func (s *Searcher) indexed(ctx context.Context, table string) (bool, error) {
+	s.mu.Lock()
+	known := s.hnsw[table]
+	s.mu.Unlock()
+	if known {
+		return true, nil
+	}
+	var have bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		JOIN pg_am a ON a.oid = c.relam WHERE i.indrelid = to_regclass($1) AND a.amname = 'hnsw' AND i.indisvalid)`, ident(table)).Scan(&have)
+	if err != nil {
+		return false, s.wrap(err)
+	}
+	if have {
+		s.mu.Lock()
+		s.hnsw[table] = true
+		s.mu.Unlock()
+	}
+	return have, nil
 }
 
 // searchQuery is the query Search runs, after its settings (SET LOCAL, in one transaction).

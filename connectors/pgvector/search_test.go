@@ -358,3 +358,51 @@ func hitsOf(a *schemas.Answer, err error) ([]schemas.Hit, error) {
 	}
 	return a.Hits, nil
 }
+
+// An answer says how it was made: a deferred table before its run ended has no HNSW index,
+// so asking for the index is an exact scan, and the answer says so (and is the exact top k);
+// once the index is built, the index answers. The store named is the table that answered.
+func TestSearchSaysHowItRan(t *testing.T) {
+	dsn := pgtest.Database(t)
+	sink := openSink(t, Options{Config: Config{DSN: dsn, Table: "howran", Index: IndexDeferred}})
+	r := rand.New(rand.NewPCG(91, 92))
+	docs := make([]schemas.DocVector, 120)
+	for i := range docs {
+		docs[i] = schemas.DocVector{DocID: fmt.Sprintf("d%03d", i), Source: "src", Version: "1", ContentHash: uint64(i + 1), Space: reignSpace, Vector: unit(r, 16)}
+		if err := sink.Write(ctxT(t), docs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sink.Flush(ctxT(t)); err != nil { // committed; the run has not ended
+		t.Fatal(err)
+	}
+	se := openSearcher(t, dsn, "howran")
+	q := unit(r, 16)
+	table := TableName("howran", reignSpace)
+	for _, c := range []struct {
+		exact, closed bool
+		wantExact     bool
+		how           string
+	}{
+		{false, false, true, "exact scan (the table has no HNSW index yet: index: deferred builds it when the run ends"},
+		{true, false, true, "exact scan"},
+		{false, true, false, "HNSW index"},
+		{true, true, true, "exact scan"},
+	} {
+		if c.closed {
+			if err := sink.Close(ctxT(t)); err != nil { // the run's end builds the index
+				t.Fatal(err)
+			}
+		}
+		a, err := se.Search(ctxT(t), reignSpace, q, 5, schemas.Exclude{}, c.exact)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Exact != c.wantExact || !strings.HasPrefix(a.How, c.how) || a.Store != "pgvector table "+table {
+			t.Fatalf("exact=%v, index built %v: answered exact=%v how %q from %q", c.exact, c.closed, a.Exact, a.How, a.Store)
+		}
+		if a.Exact {
+			sameRanking(t, a.Hits, bruteForce(docs, q, InnerProduct, schemas.Exclude{})[:5], 1e-5)
+		}
+	}
+}

@@ -89,7 +89,7 @@ func (s Store) Search(ctx context.Context, space string, q []float32, k int, ex 
 	if err != nil {
 		return nil, err
 	}
-	a := &schemas.Answer{Store: s.Name(), Exact: true}
+	a := &schemas.Answer{Store: s.Name(), Exact: true, How: "exact scan of the vector files"}
 	hits := []schemas.Hit{}
 	docs.Live(func(id string, e scanned) {
 		if !e.inSpace {

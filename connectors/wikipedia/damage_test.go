@@ -12,6 +12,7 @@ import (
 
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/connectors/wikipedia/multistream"
+	"github.com/reignpipe/reignpipe/connectors/wikipedia/wikitest"
 )
 
 // articlePages returns n article pages with ids 100.. (as writeMultistream's index has them).
@@ -22,32 +23,6 @@ func articlePages(n int) []string {
 		pages = append(pages, pageXML(100+i, 0, fmt.Sprintf("Title %d: with colon", i), text, false))
 	}
 	return pages
-}
-
-// damage overwrites 8 bytes in the middle of the k-th page stream (0-based) of a multistream
-// dump and returns that stream's byte range.
-func damage(t *testing.T, dump, index string, k int) (off, end int64) {
-	t.Helper()
-	offs, err := multistream.ReadIndex(index)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(dump)
-	if err != nil {
-		t.Fatal(err)
-	}
-	off, end = offs[k], int64(len(b))
-	if k+1 < len(offs) {
-		end = offs[k+1]
-	}
-	mid := off + (end-off)/2
-	for i := mid; i < mid+8; i++ {
-		b[i] ^= 0xA5
-	}
-	if err := os.WriteFile(dump, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return off, end
 }
 
 func docIDs(res result) []string {
@@ -81,8 +56,8 @@ func contains(xs []int, x int) bool {
 // stream is read; the same holds at every worker count, and twice in a row.
 func TestDamagedStreamWithIndex(t *testing.T) {
 	dir := t.TempDir()
-	dump, index := writeMultistream(t, dir, "dmgwiki", articlePages(12), 3)
-	off, end := damage(t, dump, index, 2) // pages 6, 7, 8
+	dump, index := wikitest.WriteMultistream(t, dir, "dmgwiki", siteinfo, articlePages(12), 3)
+	off, end := wikitest.Damage(t, dump, index, 2) // pages 6, 7, 8
 	for _, workers := range []int{1, 4, 1} {
 		res, st, err := readAll(t, Options{Path: dump, Workers: workers, Source: "testwiki"})
 		if err != nil {
@@ -115,8 +90,8 @@ func TestDamagedStreamWithIndex(t *testing.T) {
 // the damaged stream, naming its byte range and the last page read before it.
 func TestDamagedStreamWithoutIndex(t *testing.T) {
 	dir := t.TempDir()
-	dump, index := writeMultistream(t, dir, "dmgwiki", articlePages(12), 3)
-	off, end := damage(t, dump, index, 2)
+	dump, index := wikitest.WriteMultistream(t, dir, "dmgwiki", siteinfo, articlePages(12), 3)
+	off, end := wikitest.Damage(t, dump, index, 2)
 	res, _, err := readAll(t, Options{Path: dump, Sequential: true, Source: "testwiki"})
 	if err != nil {
 		t.Fatalf("run failed: %v", err)
@@ -139,7 +114,7 @@ func TestDamagedStreamWithoutIndex(t *testing.T) {
 // says truncated; without the index, one dead letter says so.
 func TestTruncatedDump(t *testing.T) {
 	dir := t.TempDir()
-	full, index := writeMultistream(t, dir, "fullwiki", articlePages(12), 3)
+	full, index := wikitest.WriteMultistream(t, dir, "fullwiki", siteinfo, articlePages(12), 3)
 	offs, err := multistream.ReadIndex(index)
 	if err != nil {
 		t.Fatal(err)
@@ -189,8 +164,8 @@ func TestTruncatedDump(t *testing.T) {
 func TestTruncatedSingleStream(t *testing.T) {
 	dir := t.TempDir()
 	pages := articlePages(400) // several 100k blocks at level 1
-	data := bz2(t, siteinfo+strings.Join(pages, "")+footer)
-	res, _, err := readAll(t, Options{Path: writeFile(t, dir, "one.xml.bz2", data[:len(data)-40]), Source: "testwiki"})
+	data := wikitest.BZ2(t, siteinfo+strings.Join(pages, "")+footer)
+	res, _, err := readAll(t, Options{Path: wikitest.WriteFile(t, dir, "one.xml.bz2", data[:len(data)-40]), Source: "testwiki"})
 	if err != nil {
 		t.Fatalf("run failed: %v", err)
 	}
@@ -217,7 +192,7 @@ func FuzzResync(f *testing.F) {
 	for i := range 6 {
 		pages = append(pages, pageXML(100+i, 0, fmt.Sprint("P", i), fmt.Sprint("Short text ", i), false))
 	}
-	dump, _ := writeMultistream(f, dir, "fuzzwiki", pages, 2)
+	dump, _ := wikitest.WriteMultistream(f, dir, "fuzzwiki", siteinfo, pages, 2)
 	clean, err := os.ReadFile(dump)
 	if err != nil {
 		f.Fatal(err)
@@ -282,8 +257,8 @@ func FuzzResync(f *testing.F) {
 
 func TestLossMessages(t *testing.T) {
 	dir := t.TempDir()
-	dump, index := writeMultistream(t, dir, "dmgwiki", articlePages(6), 3)
-	damage(t, dump, index, 1)
+	dump, index := wikitest.WriteMultistream(t, dir, "dmgwiki", siteinfo, articlePages(6), 3)
+	wikitest.Damage(t, dump, index, 1)
 	for _, opts := range []Options{{Path: dump}, {Path: dump, Sequential: true}} {
 		res, _, err := readAll(t, opts)
 		if err != nil {
@@ -302,8 +277,8 @@ func TestStreamingFallback(t *testing.T) {
 	wholeStreamSearch = 64 // no stream ends within reach
 	dir := t.TempDir()
 
-	data := bz2(t, siteinfo+strings.Join(articlePages(400), "")+footer)
-	res, _, err := readAll(t, Options{Path: writeFile(t, dir, "one.xml.bz2", data[:len(data)-40]), Source: "testwiki"})
+	data := wikitest.BZ2(t, siteinfo+strings.Join(articlePages(400), "")+footer)
+	res, _, err := readAll(t, Options{Path: wikitest.WriteFile(t, dir, "one.xml.bz2", data[:len(data)-40]), Source: "testwiki"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,8 +289,8 @@ func TestStreamingFallback(t *testing.T) {
 		t.Fatalf("dead letters %v", res.bad)
 	}
 
-	dump, index := writeMultistream(t, dir, "dmgwiki", articlePages(12), 3)
-	off, end := damage(t, dump, index, 2)
+	dump, index := wikitest.WriteMultistream(t, dir, "dmgwiki", siteinfo, articlePages(12), 3)
+	off, end := wikitest.Damage(t, dump, index, 2)
 	res, _, err = readAll(t, Options{Path: dump, Sequential: true, Source: "testwiki"})
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/reignpipe/reignpipe/connectors/wikipedia/wikitest"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -22,7 +23,7 @@ func TestLargePageIsBadInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dump := siteinfo + pageXML(1, 0, "Alpha", "first", false) + tc.page + pageXML(3, 0, "Gamma", "last", false) + footer
-			path := writeFile(t, t.TempDir(), "testwiki-pages.xml", []byte(dump))
+			path := wikitest.WriteFile(t, t.TempDir(), "testwiki-pages.xml", []byte(dump))
 			res, _, err := readAll(t, Options{Path: path, MaxPageBytes: tc.max})
 			if err != nil {
 				t.Fatal(err)
@@ -41,7 +42,7 @@ func TestLargePageIsBadInput(t *testing.T) {
 	}
 	// Without a bound the same page is read.
 	dump := siteinfo + pageXML(2, 0, "Big", huge, false) + footer
-	path := writeFile(t, t.TempDir(), "testwiki-pages.xml", []byte(dump))
+	path := wikitest.WriteFile(t, t.TempDir(), "testwiki-pages.xml", []byte(dump))
 	if res, _, err := readAll(t, Options{Path: path}); err != nil || len(res.docs) != 1 {
 		t.Fatalf("unbounded: %d documents, %v", len(res.docs), err)
 	}

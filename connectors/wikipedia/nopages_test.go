@@ -1,6 +1,7 @@
 package wikipedia
 
 import (
+	"github.com/reignpipe/reignpipe/connectors/wikipedia/wikitest"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -28,12 +29,12 @@ func TestNoPagesIsAnError(t *testing.T) {
 		{"empty file", "e.xml.bz2", nil, "is empty"},
 		{"random bytes named bz2", "r.xml.bz2", random, `does not start with the bz2 magic "BZh"`},
 		{"patent xml", "ipg.xml", []byte(patent), "root element is <us-patent-grant>"},
-		{"patent xml in bz2", "ipg.xml.bz2", bz2(t, patent), "root element is <us-patent-grant>"},
+		{"patent xml in bz2", "ipg.xml.bz2", wikitest.BZ2(t, patent), "root element is <us-patent-grant>"},
 		{"wiki without pages", "w.xml", []byte(siteinfo + footer), "holds no <page> element"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			res, _, err := readAll(t, Options{Path: writeFile(t, dir, tc.file, tc.data)})
+			res, _, err := readAll(t, Options{Path: wikitest.WriteFile(t, dir, tc.file, tc.data)})
 			if err == nil || !strings.Contains(err.Error(), tc.want) || len(res.docs) != 0 {
 				t.Fatalf("err = %v, docs %d; want %q", err, len(res.docs), tc.want)
 			}
@@ -42,7 +43,7 @@ func TestNoPagesIsAnError(t *testing.T) {
 	// A dump whose pages are all skipped is not this source's error: the runner judges a run
 	// that wrote nothing.
 	only := siteinfo + pageXML(1, 0, "R", "#REDIRECT [[X]]", true) + footer
-	if _, st, err := readAll(t, Options{Path: writeFile(t, dir, "redirects.xml", []byte(only))}); err != nil || st.Skipped["redirect"] != 1 {
+	if _, st, err := readAll(t, Options{Path: wikitest.WriteFile(t, dir, "redirects.xml", []byte(only))}); err != nil || st.Skipped["redirect"] != 1 {
 		t.Fatalf("only redirects: %v %+v", err, st)
 	}
 }

@@ -120,6 +120,7 @@ type item struct {
 	pageID  string
 	title   string
 	bad     error
+	lost    bool // bad: the page's bz2 stream is damaged or missing
 }
 
 type batch struct {

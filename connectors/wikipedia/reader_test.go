@@ -1,51 +1,27 @@
 package wikipedia
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf16"
 
-	"github.com/dsnet/compress/bzip2"
-
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/connectors/wikipedia/wikitest"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
-const siteinfo = `<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.11/" version="0.11">
-  <siteinfo>
-    <sitename>Wikipedia</sitename>
-    <dbname>testwiki</dbname>
-  </siteinfo>
-`
+var siteinfo = wikitest.Siteinfo("testwiki")
 
-const footer = "</mediawiki>\n"
+const footer = wikitest.Footer
 
 func pageXML(id, ns int, title, text string, redirect bool) string {
-	red := ""
-	if redirect {
-		red = `<redirect title="Elsewhere" />`
-	}
-	return fmt.Sprintf(`  <page>
-    <title>%s</title>
-    <ns>%d</ns>
-    <id>%d</id>
-    %s
-    <revision>
-      <id>%d</id>
-      <timestamp>2024-01-0%dT00:00:00Z</timestamp>
-      <contributor><username>u</username><id>5</id></contributor>
-      <text bytes="%d" xml:space="preserve">%s</text>
-    </revision>
-  </page>
-`, title, ns, id, red, 1000+id, id%9+1, len(text), text)
+	return wikitest.Page(id, ns, 1000+id, title, text, redirect)
 }
 
 // fixturePages is a small dump's worth of pages covering every skip reason and a bad page.
@@ -59,51 +35,6 @@ func fixturePages() []string {
 		pageXML(5, 0, "Empty", "{{only a template}}", false),
 		pageXML(6, 0, "Zeta", "Last [[page]]s.", false),
 	}
-}
-
-func bz2(t testing.TB, data string) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	w, err := bzip2.NewWriter(&buf, &bzip2.WriterConfig{Level: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.WriteString(w, data); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
-func writeFile(t testing.TB, dir, name string, data []byte) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// writeMultistream writes a multistream dump (header stream, perStream pages per stream, footer
-// stream) and its bz2 index the way Wikimedia lays them out.
-func writeMultistream(t testing.TB, dir, name string, pages []string, perStream int) (dump, index string) {
-	t.Helper()
-	var file, idx bytes.Buffer
-	file.Write(bz2(t, siteinfo))
-	for i := 0; i < len(pages); i += perStream {
-		off := file.Len()
-		end := min(i+perStream, len(pages))
-		for j := i; j < end; j++ {
-			fmt.Fprintf(&idx, "%d:%d:Title %d: with colon\n", off, 100+j, j)
-		}
-		file.Write(bz2(t, strings.Join(pages[i:end], "")))
-	}
-	file.Write(bz2(t, footer))
-	dump = writeFile(t, dir, name+"-multistream.xml.bz2", file.Bytes())
-	index = writeFile(t, dir, name+"-multistream-index.txt.bz2", bz2(t, idx.String()))
-	return dump, index
 }
 
 type result struct {
@@ -154,15 +85,15 @@ func TestReadFormats(t *testing.T) {
 	for _, c := range u16 {
 		le = append(le, byte(c), byte(c>>8))
 	}
-	ms, _ := writeMultistream(t, dir, "testwiki-20240101-pages-articles", fixturePages(), 2)
+	ms, _ := wikitest.WriteMultistream(t, dir, "testwiki-20240101-pages-articles", siteinfo, fixturePages(), 2)
 	half := len(fixturePages()) / 2
-	concat := append(bz2(t, siteinfo+strings.Join(fixturePages()[:half], "")), bz2(t, strings.Join(fixturePages()[half:], "")+footer)...)
+	concat := append(wikitest.BZ2(t, siteinfo+strings.Join(fixturePages()[:half], "")), wikitest.BZ2(t, strings.Join(fixturePages()[half:], "")+footer)...)
 	files := map[string]Options{
-		"plain xml":            {Path: writeFile(t, dir, "a.xml", []byte(xml))},
-		"utf-8 bom":            {Path: writeFile(t, dir, "b.xml", append([]byte("\xEF\xBB\xBF"), xml...))},
-		"bz2":                  {Path: writeFile(t, dir, "c.xml.bz2", bz2(t, xml))},
-		"concatenated streams": {Path: writeFile(t, dir, "d.xml.bz2", concat)},
-		"utf-16le bz2":         {Path: writeFile(t, dir, "e.xml.bz2", bz2(t, string(le)))},
+		"plain xml":            {Path: wikitest.WriteFile(t, dir, "a.xml", []byte(xml))},
+		"utf-8 bom":            {Path: wikitest.WriteFile(t, dir, "b.xml", append([]byte("\xEF\xBB\xBF"), xml...))},
+		"bz2":                  {Path: wikitest.WriteFile(t, dir, "c.xml.bz2", wikitest.BZ2(t, xml))},
+		"concatenated streams": {Path: wikitest.WriteFile(t, dir, "d.xml.bz2", concat)},
+		"utf-16le bz2":         {Path: wikitest.WriteFile(t, dir, "e.xml.bz2", wikitest.BZ2(t, string(le)))},
 		"multistream 1 worker": {Path: ms, Workers: 1},
 		"multistream 4":        {Path: ms, Workers: 4},
 		"multistream as seq":   {Path: ms, Sequential: true},
@@ -215,8 +146,8 @@ func TestSourceAndNamespaces(t *testing.T) {
 		opts    Options
 		wantIDs []string
 	}{
-		{"from file name", Options{Path: writeFile(t, dir, "dewiki-x.xml", []byte(noSite))}, []string{"dewiki:1", "dewiki:4", "dewiki:6"}},
-		{"fallback", Options{Path: writeFile(t, dir, "dump.xml", []byte(noSite))}, []string{"wiki:1", "wiki:4", "wiki:6"}},
+		{"from file name", Options{Path: wikitest.WriteFile(t, dir, "dewiki-x.xml", []byte(noSite))}, []string{"dewiki:1", "dewiki:4", "dewiki:6"}},
+		{"fallback", Options{Path: wikitest.WriteFile(t, dir, "dump.xml", []byte(noSite))}, []string{"wiki:1", "wiki:4", "wiki:6"}},
 		{"explicit", Options{Path: filepath.Join(dir, "dump.xml"), Source: "my"}, []string{"my:1", "my:4", "my:6"}},
 		{"namespaces", Options{Path: filepath.Join(dir, "dump.xml"), Namespaces: []int{4}}, []string{"wiki:3"}},
 	}
@@ -239,7 +170,7 @@ func TestSourceAndNamespaces(t *testing.T) {
 
 func TestOptionsValidation(t *testing.T) {
 	dir := t.TempDir()
-	p := writeFile(t, dir, "a.xml", []byte(siteinfo+footer))
+	p := wikitest.WriteFile(t, dir, "a.xml", []byte(siteinfo+footer))
 	tests := []struct {
 		name    string
 		opts    Options
@@ -268,8 +199,8 @@ func TestOptionsValidation(t *testing.T) {
 func TestBrokenInputs(t *testing.T) {
 	dir := t.TempDir()
 	pages := fixturePages()
-	ms, _ := writeMultistream(t, dir, "badwiki", pages, 2)
-	wrongIdx := writeFile(t, dir, "wrong-index.txt", []byte("7:1:x\n"))
+	ms, _ := wikitest.WriteMultistream(t, dir, "badwiki", siteinfo, pages, 2)
+	wrongIdx := wikitest.WriteFile(t, dir, "wrong-index.txt", []byte("7:1:x\n"))
 	truncated := siteinfo + strings.Join(pages[:2], "") + "<page><title>cut"
 	tests := []struct {
 		name     string
@@ -277,7 +208,7 @@ func TestBrokenInputs(t *testing.T) {
 		wantErr  string
 		wantDocs int
 	}{
-		{"truncated xml", Options{Path: writeFile(t, dir, "t.xml", []byte(truncated))}, "ends inside a <page>", 1},
+		{"truncated xml", Options{Path: wikitest.WriteFile(t, dir, "t.xml", []byte(truncated))}, "ends inside a <page>", 1},
 	}
 	if _, err := Open(Options{Path: ms, Index: wrongIdx}); err == nil || !strings.Contains(err.Error(), "does not start a bz2 stream") {
 		t.Errorf("Open with a wrong index: %v", err)
@@ -303,7 +234,7 @@ func TestCloseMidway(t *testing.T) {
 	for i := 1; i <= 400; i++ {
 		pages = append(pages, pageXML(i, 0, fmt.Sprintf("P%d", i), strings.Repeat("text ", 200), false))
 	}
-	ms, _ := writeMultistream(t, dir, "closewiki", pages, 10)
+	ms, _ := wikitest.WriteMultistream(t, dir, "closewiki", siteinfo, pages, 10)
 	r, err := Open(Options{Path: ms, Workers: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -342,7 +273,7 @@ func TestDeterministic(t *testing.T) {
 	for i := 1; i <= 300; i++ {
 		pages = append(pages, pageXML(i, i%3/2*4, fmt.Sprintf("P%d", i), fmt.Sprintf("Page %d {{x}}", i), i%7 == 0))
 	}
-	ms, _ := writeMultistream(t, dir, "detwiki", pages, 7)
+	ms, _ := wikitest.WriteMultistream(t, dir, "detwiki", siteinfo, pages, 7)
 	seq, seqSt, err := readAll(t, Options{Path: ms, Sequential: true})
 	if err != nil {
 		t.Fatal(err)

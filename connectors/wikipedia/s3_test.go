@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/reignpipe/reignpipe/connectors/wikipedia/wikitest"
 	"github.com/reignpipe/reignpipe/internal/objstore"
 	"github.com/reignpipe/reignpipe/internal/s3test"
 )
@@ -19,7 +20,7 @@ func TestMultistreamFromBucket(t *testing.T) {
 	bucket := s3test.Bucket(t, set)
 	st := objstore.New(set)
 	dir := t.TempDir()
-	dump, index := writeMultistream(t, dir, "s3wiki", articlePages(40), 4)
+	dump, index := wikitest.WriteMultistream(t, dir, "s3wiki", siteinfo, articlePages(40), 4)
 	for _, p := range []string{dump, index} {
 		data, err := os.ReadFile(p)
 		if err != nil {

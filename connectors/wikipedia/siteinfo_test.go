@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/reignpipe/reignpipe/connectors/wikipedia/exportxml"
+	"github.com/reignpipe/reignpipe/connectors/wikipedia/wikitest"
 )
 
 func TestReadSiteinfo(t *testing.T) {
@@ -38,20 +39,20 @@ func TestDumpNamespacesUsed(t *testing.T) {
 		pageXML(2, 0, "B", "[[Kategoreja:Města]]\n[[Dataja:y.png|thumb|z]]", false)
 	// A multistream dump converts pages on parallel workers from the first stream on.
 	var ms bytes.Buffer
-	ms.Write(bz2(t, head))
+	ms.Write(wikitest.BZ2(t, head))
 	off := ms.Len()
-	ms.Write(bz2(t, pages))
-	ms.Write(bz2(t, footer))
-	writeFile(t, dir, "ms-multistream-index.txt", []byte(fmt.Sprintf("%d:1:A\n%d:2:B\n", off, off)))
+	ms.Write(wikitest.BZ2(t, pages))
+	ms.Write(wikitest.BZ2(t, footer))
+	wikitest.WriteFile(t, dir, "ms-multistream-index.txt", []byte(fmt.Sprintf("%d:1:A\n%d:2:B\n", off, off)))
 	for _, tc := range []struct {
 		name string
 		data []byte
 	}{
 		{"plain.xml", []byte(head + pages + footer)},
-		{"plain.xml.bz2", bz2(t, head+pages+footer)},
+		{"plain.xml.bz2", wikitest.BZ2(t, head+pages+footer)},
 		{"ms-multistream.xml.bz2", ms.Bytes()},
 	} {
-		res, st, err := readAll(t, Options{Path: writeFile(t, dir, tc.name, tc.data), Workers: 2})
+		res, st, err := readAll(t, Options{Path: wikitest.WriteFile(t, dir, tc.name, tc.data), Workers: 2})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -165,7 +165,7 @@ func (s *segScan) loseAll(ctx context.Context, lost []multistream.Entry, partial
 	for _, e := range lost {
 		s.ordinal++
 		s.cur.pages++
-		if aerr := s.add(item{ordinal: s.ordinal, pageID: e.ID, title: e.Title, bad: err}); aerr != nil {
+		if aerr := s.add(item{ordinal: s.ordinal, pageID: e.ID, title: e.Title, bad: err, lost: true}); aerr != nil {
 			return aerr
 		}
 	}

@@ -1,6 +1,7 @@
 package wikipedia
 
 import (
+	"github.com/reignpipe/reignpipe/connectors/wikipedia/wikitest"
 	"reflect"
 	"testing"
 )
@@ -15,9 +16,9 @@ func TestTextPolicy(t *testing.T) {
 	for _, name := range []string{"p.xml", "p.xml.bz2"} {
 		b := []byte(data)
 		if name == "p.xml.bz2" {
-			b = bz2(t, data)
+			b = wikitest.BZ2(t, data)
 		}
-		res, st, err := readAll(t, Options{Path: writeFile(t, dir, name, b)})
+		res, st, err := readAll(t, Options{Path: wikitest.WriteFile(t, dir, name, b)})
 		if err != nil || len(res.docs) != 2 {
 			t.Fatalf("%s: %v, %d docs", name, err, len(res.docs))
 		}

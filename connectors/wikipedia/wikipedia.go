@@ -60,6 +60,11 @@ type Options struct {
 	// multistream dump in a bucket is read by ranged GETs, each stream on its own (retried
 	// on its own), Workers at a time; nothing is copied to disk.
 	Store *objstore.Store
+	// DeleteMissing hands out, once the whole dump was read without losing a stream, a
+	// deletion record for every article of the last complete read that this dump no longer
+	// has (see sync.go). The articles are kept at ArticlesPath, which it requires.
+	DeleteMissing bool
+	ArticlesPath  string
 }
 
 var sourceName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
@@ -76,6 +81,9 @@ func (o *Options) validate() error {
 	}
 	if o.Source != "" && !sourceName.MatchString(o.Source) {
 		return fmt.Errorf("wikipedia: Source %q must match %s", o.Source, sourceName)
+	}
+	if o.DeleteMissing && o.ArticlesPath == "" {
+		return errors.New("wikipedia: DeleteMissing needs ArticlesPath, where the articles of the last complete read are kept")
 	}
 	if o.Sequential && o.Index != "" {
 		return errors.New("wikipedia: Index and Sequential are exclusive")
@@ -112,6 +120,7 @@ type Reader struct {
 	curPages int64 // pages in cur's batches so far
 	source   string
 	err      error
+	sync     *syncer // with DeleteMissing
 
 	mu        sync.Mutex // guards the counters Stats reports
 	read      int64
@@ -189,6 +198,11 @@ func OpenIn(ctx context.Context, opts Options) (*Reader, error) {
 		r.segs, r.multistream, r.index = segmentsFor(offs, r.size), true, idx
 	} else {
 		workers = 1
+	}
+	if opts.DeleteMissing {
+		if r.sync, err = newSyncer(opts.ArticlesPath); err != nil {
+			return nil, err
+		}
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.order = make(chan *segRun, workers)
@@ -322,6 +336,13 @@ func (r *Reader) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 						r.err = r.noPages()
 						continue
 					}
+					if r.sync != nil {
+						d, ack, err := r.sync.next(r)
+						if err != nil && err != io.EOF {
+							r.err = err
+						}
+						return d, ack, err
+					}
 					return schemas.Document{}, nil, io.EOF
 				}
 				r.mu.Lock()
@@ -379,6 +400,12 @@ func (r *Reader) emit(it item) (schemas.Document, connectors.AckFunc, error) {
 		r.source = r.fileSource
 	}
 	ordinal := r.segBase + it.ordinal
+	if r.sync != nil {
+		if err := r.sync.saw(r.base, ordinal, it); err != nil {
+			r.err = err
+			return schemas.Document{}, nil, err
+		}
+	}
 	if it.bad != nil {
 		pos := fmt.Sprintf("%s page %d", r.base, ordinal)
 		if it.title != "" {
@@ -424,6 +451,9 @@ func (r *Reader) Close(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
+		if r.sync != nil {
+			r.sync.close()
+		}
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("wikipedia: close: %w", ctx.Err())

@@ -82,15 +82,22 @@ func finish(f *os.File, path string, fill func(io.Writer) error) (int64, error) 
 	if err != nil {
 		return 0, err
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return 0, err
+	return size, Rename(tmp, path)
+}
+
+// Rename moves a complete file from to path and makes the move durable (the folder is
+// fsynced): after a crash path holds either its old content or from's, and the move is not
+// lost. Both must be in the same folder.
+func Rename(from, path string) error {
+	if err := os.Rename(from, path); err != nil {
+		return err
 	}
 	d, err := os.Open(filepath.Dir(path))
 	if err != nil {
-		return 0, err
+		return err
 	}
 	err = d.Sync()
-	return size, errors.Join(err, d.Close())
+	return errors.Join(err, d.Close())
 }
 
 func tempPrefix(base string) string { return ".tmp-" + base + "-" }

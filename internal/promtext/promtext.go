@@ -12,13 +12,59 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
-// Metric is one sample. Kind is "counter" or "gauge".
+// Metric is one sample. Kind is "counter" or "gauge"; or "histogram", when Hist holds one
+// histogram per value of the label HistLabel (a route), written with that label added to the
+// process's labels.
 type Metric struct {
 	Name, Kind, Help string
 	Value            float64
+	HistLabel        string
+	Hist             map[string]*Histogram
+}
+
+// Histogram counts observations into fixed buckets; safe for concurrent use.
+type Histogram struct {
+	mu     sync.Mutex
+	bounds []float64 // upper bounds, ascending
+	counts []uint64  // per bucket, not cumulative; the last is +Inf
+	sum    float64
+}
+
+// LatencyBuckets are the bounds, in seconds, of a request latency histogram: a cache hit
+// answers in milliseconds, a long document's GN passes take seconds.
+var LatencyBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+
+// NewHistogram makes a histogram with the given ascending upper bounds.
+func NewHistogram(bounds []float64) *Histogram {
+	return &Histogram{bounds: bounds, counts: make([]uint64, len(bounds)+1)}
+}
+
+// Observe counts v.
+func (h *Histogram) Observe(v float64) {
+	i := sort.SearchFloat64s(h.bounds, v) // the first bound >= v: le is inclusive
+	h.mu.Lock()
+	h.counts[i]++
+	h.sum += v
+	h.mu.Unlock()
+}
+
+func (h *Histogram) write(b *strings.Builder, name, labels string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var cum uint64
+	for i, c := range h.counts {
+		cum += c
+		le := "+Inf"
+		if i < len(h.bounds) {
+			le = fmt.Sprintf("%g", h.bounds[i])
+		}
+		fmt.Fprintf(b, "%s_bucket{%s,le=%q} %d\n", name, labels, le, cum)
+	}
+	fmt.Fprintf(b, "%s_sum{%s} %g\n%s_count{%s} %d\n", name, labels, h.sum, name, labels, cum)
 }
 
 // Labels are the labels every sample of a process carries.
@@ -38,6 +84,18 @@ func Write(w io.Writer, l Labels, ms []Metric, extra map[string]float64) error {
 	for _, m := range ms {
 		if m.Help != "" {
 			fmt.Fprintf(&b, "# HELP %s %s\n", m.Name, m.Help)
+		}
+		if m.Kind == "histogram" {
+			fmt.Fprintf(&b, "# TYPE %s histogram\n", m.Name)
+			keys := make([]string, 0, len(m.Hist))
+			for k := range m.Hist {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				m.Hist[k].write(&b, m.Name, fmt.Sprintf(`pipeline=%q,stage=%q,%s=%q`, l.Pipeline, l.Stage, m.HistLabel, k))
+			}
+			continue
 		}
 		fmt.Fprintf(&b, "# TYPE %s %s\n%s%s %g\n", m.Name, m.Kind, m.Name, lab, m.Value)
 	}

@@ -44,3 +44,34 @@ func TestEverySampleLabelled(t *testing.T) {
 		}
 	}
 }
+
+// A histogram is written as Prometheus parses it: cumulative buckets with an inclusive le, a
+// +Inf bucket equal to the count, the sum, and the process's labels before the histogram's own.
+func TestHistogram(t *testing.T) {
+	h := NewHistogram([]float64{0.1, 1})
+	for _, v := range []float64{0.05, 0.1, 0.5, 3} {
+		h.Observe(v)
+	}
+	var b strings.Builder
+	err := Write(&b, Labels{Pipeline: "p", Stage: "serve"}, []Metric{{Name: "lat_seconds", Kind: "histogram", Help: "L.",
+		HistLabel: "route", Hist: map[string]*Histogram{"/v1/search": h, "/v1/embed": NewHistogram([]float64{0.1, 1})}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `# HELP lat_seconds L.
+# TYPE lat_seconds histogram
+lat_seconds_bucket{pipeline="p",stage="serve",route="/v1/embed",le="0.1"} 0
+lat_seconds_bucket{pipeline="p",stage="serve",route="/v1/embed",le="1"} 0
+lat_seconds_bucket{pipeline="p",stage="serve",route="/v1/embed",le="+Inf"} 0
+lat_seconds_sum{pipeline="p",stage="serve",route="/v1/embed"} 0
+lat_seconds_count{pipeline="p",stage="serve",route="/v1/embed"} 0
+lat_seconds_bucket{pipeline="p",stage="serve",route="/v1/search",le="0.1"} 2
+lat_seconds_bucket{pipeline="p",stage="serve",route="/v1/search",le="1"} 3
+lat_seconds_bucket{pipeline="p",stage="serve",route="/v1/search",le="+Inf"} 4
+lat_seconds_sum{pipeline="p",stage="serve",route="/v1/search"} 3.65
+lat_seconds_count{pipeline="p",stage="serve",route="/v1/search"} 4
+`
+	if b.String() != want {
+		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}

@@ -69,8 +69,12 @@ func wikipediaSource() registry.Source {
 			if _, err := c.Store.Stat(ctx, c.Path); errors.Is(err, fs.ErrNotExist) {
 				return nil, fmt.Errorf("source.path: %q does not exist%s", c.Path, relativeHint(c.Path))
 			}
+			if w.DeleteMissing && c.StateBase == "" {
+				return nil, errors.New("source.delete_missing: needs the run's state folder (run.state_dir) to keep the articles of the last complete read")
+			}
 			return wikipedia.OpenIn(ctx, wikipedia.Options{Path: c.Path, Index: w.Index, Source: c.Name, Workers: w.Workers,
-				MaxPageBytes: int(markupBound(c.MaxDocBytes)), Store: c.Store})
+				MaxPageBytes: int(markupBound(c.MaxDocBytes)), Store: c.Store,
+				DeleteMissing: w.DeleteMissing, ArticlesPath: c.StateBase + ".wikipedia-articles"})
 		},
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"github.com/reignpipe/reignpipe/connectors/pgvector"
 	"github.com/reignpipe/reignpipe/connectors/uspto"
 	"github.com/reignpipe/reignpipe/connectors/watchdir"
+	"github.com/reignpipe/reignpipe/connectors/wikipedia"
+	"github.com/reignpipe/reignpipe/connectors/wikipedia/pageset"
 	"github.com/reignpipe/reignpipe/pipelines/registry"
 )
 
@@ -78,6 +81,42 @@ func TestWikipediaPageBoundFollowsMaxDocBytes(t *testing.T) {
 	_ = ack(context.Background(), err)
 	if d, _, err := src.Read(context.Background()); err != nil || d.ID != "testwiki:2" {
 		t.Fatalf("second page: %v %v", d.ID, err)
+	}
+}
+
+// source.delete_missing keeps the article set under the run's state prefix, and without a state
+// folder to keep it in the source does not open.
+func TestWikipediaDeleteMissingState(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "testwiki-pages.xml")
+	dump := "<mediawiki><siteinfo><dbname>testwiki</dbname></siteinfo>\n" +
+		"<page><title>T</title><ns>0</ns><id>7</id><revision><id>70</id><text>some words</text></revision></page>\n</mediawiki>\n"
+	if err := os.WriteFile(path, []byte(dump), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	on := &wikipedia.Config{DeleteMissing: true}
+	typ, _ := Builtin().Source("wikipedia")
+	if _, err := typ.Open(context.Background(), registry.SourceConfig{Path: path, Settings: on}); err == nil || !strings.HasPrefix(err.Error(), "source.delete_missing: needs the run's state folder (run.state_dir)") {
+		t.Fatalf("without a state folder: %v", err)
+	}
+	src := openSource(t, "wikipedia", registry.SourceConfig{Path: path, Settings: on, StateBase: filepath.Join(dir, "state", "wiki")})
+	for {
+		_, _, err := src.Read(context.Background())
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	src.Close(context.Background())
+	set, err := pageset.Open(filepath.Join(dir, "state", "wiki.wikipedia-articles"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	if p, ok, err := set.Next(); set.Label() != "testwiki" || !ok || err != nil || p != (pageset.Page{ID: 7, Rev: 70}) {
+		t.Fatalf("kept set %q: %v %v %v", set.Label(), p, ok, err)
 	}
 }
 

@@ -40,7 +40,7 @@ type GN interface {
 // another job waits for the same window. Counts go to the Counters given, the same way in every
 // mode.
 type Windows struct {
-	cache   Cache // nil: no cache, every window goes to the GN
+	cache   WindowCache // nil: no cache, every window goes to the GN
 	gn      GN
 	dim     int
 	shared  bool
@@ -50,9 +50,16 @@ type Windows struct {
 	flights flights
 }
 
+// WindowCache is what the embed step asks of a cache: a Cache, or the query side's store (the
+// corpus cache read beside its writer, and a bounded cache of the query windows of its own).
+type WindowCache interface {
+	Get(key uint64, dst []float32) (bool, error)
+	Add(r shardcache.Row) (added bool, err error)
+}
+
 // WindowsOptions configure the embed step.
 type WindowsOptions struct {
-	Cache Cache
+	Cache WindowCache
 	GN    GN
 	Dim   int // the GN's dimension
 	// NoStore keeps what the GN embeds out of the cache (a service's queries: client data is

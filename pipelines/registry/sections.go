@@ -30,6 +30,9 @@ type SourceConfig struct {
 	// Pipeline is the pipeline's name (set by the runner), for the names a source derives
 	// from it: the postgres source's replication slot and publication.
 	Pipeline string `yaml:"-"`
+	// StateBase is <run.state_dir>/<pipeline name>, the prefix of the other state files a
+	// source keeps between runs (the wikipedia source's article set), set by the runner.
+	StateBase string `yaml:"-"`
 }
 
 // SinkConfig is one output (a sinks[] entry): its type and that type's keys.

@@ -1,6 +1,7 @@
 package chunk
 
 import (
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -348,5 +349,51 @@ func TestParagraphTokensConcatenate(t *testing.T) {
 				t.Fatalf("whole text %v != concatenated paragraphs %v", whole, parts)
 			}
 		})
+	}
+}
+
+// TestCutStopIsCut: cutting piece by piece (what a request that may be cancelled does) gives
+// exactly the windows of one pass over the whole text, in both modes, and a stop error ends
+// the cut early with that error.
+func TestCutStopIsCut(t *testing.T) {
+	tok, err := wordpiece.Load(testenv.Tokenizer(t, "bge-small-en-v15"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Params{K: 128, S: 128}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	para := "Tidal turbines convert the kinetic energy of moving sea water into electricity, naïve café 日本語. "
+	texts := map[string]string{
+		"many lines":          strings.Repeat(para+"\n", 3000),
+		"one long line":       strings.Repeat(para, 3000),
+		"no space at all":     strings.Repeat("x", 3*pieceBytes),
+		"specials and CRLF":   strings.Repeat("claim 1 [SEP] next [MASK]\r\n\tthird ", 9000),
+		"short":               "a bread oven",
+		"space at piece edge": strings.Repeat("y", pieceBytes-1) + " " + strings.Repeat("z", pieceBytes+5),
+	}
+	for name, text := range texts {
+		for _, anchored := range []bool{false, true} {
+			want, wantN := p.Cut(tok, text, anchored)
+			calls := 0
+			got, gotN, err := p.CutStop(tok, text, anchored, func(int) error { calls++; return nil })
+			if err != nil || gotN != wantN || !slices.EqualFunc(got, want, slices.Equal[[]int32]) {
+				t.Fatalf("%s (anchored %v): %d tokens in %d windows piece by piece, %d in %d whole (err %v)", name, anchored, gotN, len(got), wantN, len(want), err)
+			}
+			if len(text) > 2*pieceBytes && strings.ContainsAny(text, " \n") && calls < 2 {
+				t.Fatalf("%s: stop called %d times over %d bytes", name, calls, len(text))
+			}
+		}
+	}
+	stopped := errors.New("stopped")
+	_, n, err := p.CutStop(tok, texts["one long line"], false, func(n int) error {
+		if n > 1000 {
+			return stopped
+		}
+		return nil
+	})
+	if !errors.Is(err, stopped) || n > 100000 {
+		t.Fatalf("stop at 1000 tokens: %d tokens, err %v", n, err)
 	}
 }

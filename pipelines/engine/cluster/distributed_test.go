@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -14,12 +15,14 @@ import (
 	"github.com/reignpipe/reignpipe/stages/aggregate"
 )
 
-// fakeSource yields docs, with a bad input at the positions in bad, and records acks.
+// fakeSource yields docs, with a bad input at the positions in bad and a deletion record at
+// those in deleted, and records acks.
 type fakeSource struct {
-	n     int
-	bad   map[int]bool
-	i     int
-	acked []int
+	n       int
+	bad     map[int]bool
+	deleted map[int]bool
+	i       int
+	acked   []int
 }
 
 func (s *fakeSource) Read(ctx context.Context) (schemas.Document, connectors.AckFunc, error) {
@@ -32,6 +35,9 @@ func (s *fakeSource) Read(ctx context.Context) (schemas.Document, connectors.Ack
 	if s.bad[i] {
 		return schemas.Document{}, ack, &connectors.BadInputError{DocID: "bad", Position: "line", Reason: errors.New("broken")}
 	}
+	if s.deleted[i] {
+		return schemas.Document{ID: string(rune('a' + i)), Source: "t", Version: "7", Position: "line", Deleted: true}, ack, nil
+	}
 	return schemas.Document{ID: string(rune('a' + i)), Text: "x"}, ack, nil
 }
 func (s *fakeSource) Stats() connectors.SourceStats   { return connectors.SourceStats{} }
@@ -41,6 +47,7 @@ func (s *fakeSource) Close(ctx context.Context) error { return nil }
 type fakeOut struct {
 	src          *fakeSource
 	written      []string
+	deletions    []schemas.Document
 	flushed      int
 	ackedAtFlush []int
 	ackedEarly   []string // documents acked before the flush that made them durable
@@ -49,6 +56,9 @@ type fakeOut struct {
 
 func (o *fakeOut) WriteDocument(ctx context.Context, d schemas.Document) error {
 	o.written = append(o.written, d.ID)
+	if d.Deleted {
+		o.deletions = append(o.deletions, d)
+	}
 	return nil
 }
 func (o *fakeOut) Close(ctx context.Context) error { return nil }
@@ -105,6 +115,27 @@ func TestIngestAcksOnlyFlushedInputs(t *testing.T) {
 	}
 	if marks[len(marks)-1] != 7 || c.InputsRead.Load() != 7 || c.DocsWritten.Load() != 6 || c.DeadLetters.Load() != 1 {
 		t.Errorf("watermarks %v, counters in=%d written=%d dl=%d", marks, c.InputsRead.Load(), c.DocsWritten.Load(), c.DeadLetters.Load())
+	}
+}
+
+// Ingest passes a deletion record on to the document sink as a deletion, acked after the flush
+// like any document, and counted as deleted, not written.
+func TestIngestPassesDeletions(t *testing.T) {
+	src := &fakeSource{n: 4, deleted: map[int]bool{1: true, 2: true}}
+	out := &fakeOut{src: src}
+	var c engine.Counters
+	if err := Ingest(context.Background(), src, out, &fakeDL{}, IngestOptions{LoopOptions: LoopOptions{CommitEvery: 10}}, &c); err != nil {
+		t.Fatal(err)
+	}
+	want := []schemas.Document{
+		{ID: "b", Source: "t", Version: "7", Position: "line", Deleted: true},
+		{ID: "c", Source: "t", Version: "7", Position: "line", Deleted: true},
+	}
+	if got := strings.Join(out.written, ""); got != "abcd" || !reflect.DeepEqual(out.deletions, want) {
+		t.Fatalf("written %q, deletions %+v", got, out.deletions)
+	}
+	if len(out.ackedEarly) != 0 || len(src.acked) != 4 || c.DocsWritten.Load() != 2 || c.DocsDeleted.Load() != 2 {
+		t.Fatalf("acked early %v, acked %v; written %d deleted %d", out.ackedEarly, src.acked, c.DocsWritten.Load(), c.DocsDeleted.Load())
 	}
 }
 
@@ -209,6 +240,41 @@ func TestAggregateDeadLettersForeignSpace(t *testing.T) {
 	}
 	if in.acked != 3 || in.ackErrs != 1 || in.commits[len(in.commits)-1] != 3 {
 		t.Errorf("acked %d (%d with a dead-letter reason, want 1), commits %v", in.acked, in.ackErrs, in.commits)
+	}
+}
+
+// A deletion's chunk record goes to every sink as a deletion, whatever space it names (a
+// deletion is of every space), and counts as deleted.
+func TestAggregateRoutesDeletions(t *testing.T) {
+	mp, _ := aggregate.NewMeanPool(2, "fp")
+	up := func(id string) schemas.ChunkDoc {
+		return schemas.ChunkDoc{DocID: id, Fingerprint: "fp", Dim: 2, K: 8, S: 8, Keys: []uint64{1}, Embeddings: []float32{1, 0}}
+	}
+	in := &fakeChunks{docs: []schemas.ChunkDoc{up("a"), {DocID: "b", Source: "t", Version: "3", Fingerprint: "other-gn", Deleted: true}, up("c"),
+		{DocID: "a", Deleted: true}}}
+	sinks := []*fakeSink{{}, {}}
+	ctx, cancel := context.WithCancel(context.Background())
+	var c engine.Counters
+	done := make(chan error)
+	go func() {
+		done <- Aggregate(ctx, AggregateParts{Input: in, Space: schemas.Space{Fingerprint: "fp", Dim: 2, K: 8, S: 8}, Aggregation: engine.Aggregation{Aggregator: mp},
+			Sinks: []connectors.Sink{sinks[0], sinks[1]}, DeadLetter: &fakeDL{}}, LoopOptions{CommitEvery: 1}, &c)
+	}()
+	for c.InputsRead.Load() < 4 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := []schemas.Deletion{{DocID: "b", Source: "t", Version: "3"}, {DocID: "a"}}
+	for i, s := range sinks {
+		if !reflect.DeepEqual(s.deleted, want) || len(s.got) != 2 || s.got[0].DocID != "a" || s.got[1].DocID != "c" {
+			t.Fatalf("sink %d: deleted %+v, vectors %d", i, s.deleted, len(s.got))
+		}
+	}
+	if c.DocsWritten.Load() != 2 || c.DocsDeleted.Load() != 2 || c.DocsFailed.Load() != 0 || in.acked != 4 {
+		t.Fatalf("written %d deleted %d failed %d acked %d", c.DocsWritten.Load(), c.DocsDeleted.Load(), c.DocsFailed.Load(), in.acked)
 	}
 }
 

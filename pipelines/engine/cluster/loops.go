@@ -38,7 +38,8 @@ type IngestOptions struct {
 }
 
 // Ingest copies documents from src to out until src is exhausted or ctx is cancelled (then what
-// was read is flushed and committed before returning). Bad inputs go to dl. It closes out; the
+// was read is flushed and committed before returning); a deletion record goes to out as a
+// deletion (DocumentSink: the raw topic's tombstone). Bad inputs go to dl. It closes out; the
 // error is the first fatal one (the source, a Kafka write failing after its retries, out
 // failing to close).
 func Ingest(ctx context.Context, src connectors.Source, out connectors.DocumentSink, dl connectors.DeadLetterSink, o IngestOptions, c *engine.Counters) (err error) {
@@ -75,6 +76,11 @@ func Ingest(ctx context.Context, src connectors.Source, out connectors.DocumentS
 			return nil
 		case bad != nil:
 			return led.FailBad(wctx, in, bad)
+		case doc.Deleted:
+			// Through the ledger's one deletion path: the document sink writes it as the raw
+			// topic's tombstone, and it counts as a deletion, not a document written (nor a
+			// duplicate id).
+			return led.DeliverDelete(wctx, in, schemas.DeletionOf(doc))
 		}
 		return led.DeliverDocument(wctx, in, doc)
 	})
@@ -93,7 +99,8 @@ type AggregateParts struct {
 }
 
 // Aggregate turns chunk records into document vectors until ctx is cancelled (or the input
-// ends), committing after the sinks are flushed. It returns after a final commit, with the
+// ends), committing after the sinks are flushed; a deletion's chunk record is applied to every
+// sink (Sink.Delete). It returns after a final commit, with the
 // sinks closed; the error is the first fatal one, a sink's close included.
 func Aggregate(ctx context.Context, p AggregateParts, o LoopOptions, c *engine.Counters) (err error) {
 	switch {
@@ -120,9 +127,13 @@ func Aggregate(ctx context.Context, p AggregateParts, o LoopOptions, c *engine.C
 		seq++
 		c.InputsRead.Add(1)
 		c.Processed.Add(1)
-		if bad != nil {
+		switch {
+		case bad != nil:
 			in.Position = bad.Position
 			return led.Fail(wctx, in, "aggregate", bad.Reason)
+		case d.Deleted:
+			// A deletion is of every space the sinks hold: no space check, no vector.
+			return led.DeliverDelete(wctx, in, schemas.Deletion{DocID: d.DocID, Source: d.Source, Version: d.Version})
 		}
 		if err := engine.CheckSpace(engine.SpaceOf(&d), p.Space); err != nil {
 			return led.Fail(wctx, in, "aggregate", err)

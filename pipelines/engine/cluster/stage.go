@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/connectors/debezium"
 	"github.com/reignpipe/reignpipe/connectors/kafka"
 	"github.com/reignpipe/reignpipe/connectors/uspto"
 	"github.com/reignpipe/reignpipe/internal/kafkaclient"
@@ -36,13 +37,20 @@ var StageNames = map[string]string{
 	"replica":   "<topics>.windows + <topics>.manifests → a chunk cache kept in step (no GN)",
 }
 
-// rawFormats maps transport.kafka.raw_format to the decoder of the raw topic's values.
-var rawFormats = map[string]func(pipelines.SourceConfig) kafka.Decoder{
-	"json": func(pipelines.SourceConfig) kafka.Decoder { return kafka.RawJSON },
-	"uspto-xml": func(c pipelines.SourceConfig) kafka.Decoder {
-		return func(v []byte) (schemas.Document, string, error) { return uspto.DecodeXML(v, components.Sections(c)) }
+// rawFormats maps transport.kafka.raw_format to how the raw topic's records read: the decoder
+// of their values, and what a null value means (in reignpipe's formats, a deletion).
+var rawFormats = map[string]func(pipelines.SourceConfig) kafka.RawFormat{
+	"json": func(pipelines.SourceConfig) kafka.RawFormat {
+		return kafka.RawFormat{Decode: kafka.RawJSON, Null: kafka.NullDeletes}
 	},
-	"debezium": components.DebeziumDecoder,
+	"uspto-xml": func(c pipelines.SourceConfig) kafka.RawFormat {
+		return kafka.RawFormat{Decode: func(v []byte) (schemas.Document, string, error) { return uspto.DecodeXML(v, components.Sections(c)) }, Null: kafka.NullDeletes}
+	},
+	// Debezium says a row is gone with a delete event (decoded as a deletion) and then sends
+	// a null value so that compaction can drop the key: that one is no news.
+	"debezium": func(c pipelines.SourceConfig) kafka.RawFormat {
+		return kafka.RawFormat{Decode: components.DebeziumDecoder(c), Null: kafka.NullSkips(debezium.SkipTombstone)}
+	},
 }
 
 // StageOptions tune one stage process.

@@ -135,6 +135,7 @@ func (w *storeWorker) metrics(m map[string]float64) {
 	ps := w.pub.Stats()
 	m["reignpipe_store_windows_published_total"] = float64(ps.WindowsPublished)
 	m["reignpipe_store_manifests_published_total"] = float64(ps.ManifestsPublished)
+	m["reignpipe_store_manifest_tombstones_published_total"] = float64(ps.TombstonesPublished)
 }
 
 func replicaMetrics(s replica.Stats, m map[string]float64) {
@@ -142,6 +143,7 @@ func replicaMetrics(s replica.Stats, m map[string]float64) {
 	m["reignpipe_replica_windows_known_total"] = float64(s.WindowsKnown)
 	m["reignpipe_window_conflicts_total"] = float64(s.WindowConflicts)
 	m["reignpipe_replica_manifests_applied_total"] = float64(s.ManifestsApplied)
+	m["reignpipe_replica_manifests_deleted_total"] = float64(s.ManifestsDeleted)
 	m["reignpipe_replica_records_skipped_total"] = float64(s.Foreign + s.Bad)
 	m["reignpipe_replica_flushes_total"] = float64(s.Flushes)
 }
@@ -175,8 +177,7 @@ func (e *stageEnv) replicaStage(ctx context.Context, o StageOptions) (Summary, e
 
 func followStore(ctx context.Context, cfg *pipelines.Config, once bool, idleExit time.Duration, flushRecords int) (*MaterializeSummary, error) {
 	log := slog.Default().With("replica", cfg.Cache.Dir)
-	client, err := kafkaClient(cfg.Transport.Kafka)
-	if err != nil {
+	if _, err := kafkaClient(cfg.Transport.Kafka); err != nil {
 		return nil, fmt.Errorf("transport.kafka: %w", err)
 	}
 	// The GN is identified for the store's space; no session is made, nothing is embedded.
@@ -186,10 +187,7 @@ func followStore(ctx context.Context, cfg *pipelines.Config, once bool, idleExit
 	}
 	defer pp.Close()
 	start := time.Now()
-	f, err := replica.Start(ctx, replica.Options{
-		Client: client, Topics: storeTopics(cfg.Transport.Kafka), Cache: pp.Cache, Space: cacheSpace(pp.Cache), Dir: cfg.Cache.Dir,
-		FlushRecords: flushRecords, Logger: log,
-	})
+	f, err := FollowStore(ctx, cfg, pp.Cache, flushRecords, log)
 	if err != nil {
 		return nil, err
 	}

@@ -140,6 +140,10 @@ func topicSpecs(cfg *pipelines.Config) ([]kafkaadmin.TopicSpec, error) {
 			"max.message.bytes":     strconv.FormatInt(maxBytes, 10),
 		}
 	}
+	// A deletion is a tombstone on the compacted topics that hold documents (manifests,
+	// vectors; windows are never deleted): the broker keeps it run.delete_retention after
+	// compaction, so a reader that falls behind by less still sees the document go.
+	deleteRetention := strconv.FormatInt(cfg.Run.DeleteRetention.Milliseconds(), 10)
 	raw, err := retention(k.RawRetention)
 	if err != nil {
 		return nil, fmt.Errorf("transport.kafka.raw_retention: %w", err)
@@ -155,8 +159,10 @@ func topicSpecs(cfg *pipelines.Config) ([]kafkaadmin.TopicSpec, error) {
 		spec(k.WindowsTopic(), compacted(windowsBatch)),
 		spec(k.ManifestsTopic(), compacted(manifestsBatch)),
 	}
+	specs[4].Config["delete.retention.ms"] = deleteRetention
 	// Settings without which the data is lost or cannot be written refuse an existing topic;
-	// the rest (retention, min.insync.replicas, partition counts) are the operator's choice.
+	// the rest (retention, delete.retention.ms, min.insync.replicas, partition counts) are the
+	// operator's choice.
 	specs[3].Require = []kafkaadmin.Requirement{
 		{Key: "cleanup.policy", Equal: "compact", Why: "it is the cluster's store of window embeddings, which delete would empty after retention.ms"},
 		{Key: "max.message.bytes", AtLeast: windowsBatch, Why: "the windows producer sends record batches up to that size (transport.kafka.max_record_bytes and room for more records)"},
@@ -169,7 +175,7 @@ func topicSpecs(cfg *pipelines.Config) ([]kafkaadmin.TopicSpec, error) {
 	// vector of every document.
 	for _, s := range cfg.Sinks {
 		if s.Type == "kafka" {
-			v := spec(vectorTopic(k, s), map[string]string{"cleanup.policy": "compact"})
+			v := spec(vectorTopic(k, s), map[string]string{"cleanup.policy": "compact", "delete.retention.ms": deleteRetention})
 			v.Require = []kafkaadmin.Requirement{{Key: "cleanup.policy", Equal: "compact",
 				Why: "readers take it as the newest vector of every document, which delete would drop after retention.ms"}}
 			specs = append(specs, v)

@@ -95,8 +95,8 @@ func checkSettings(t *testing.T, ctx context.Context, client kafkaclient.ClientC
 		".raw":       {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"},
 		".chunks":    {"cleanup.policy": "delete", "retention.ms": "604800000"},
 		".windows":   {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "max.message.bytes": "1048588"},
-		".manifests": {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "max.message.bytes": "1048588"},
-		".vectors":   {"cleanup.policy": "compact"},
+		".manifests": {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "max.message.bytes": "1048588", "delete.retention.ms": "604800000"},
+		".vectors":   {"cleanup.policy": "compact", "delete.retention.ms": "604800000"},
 	}
 	for _, b := range before {
 		delete(want, b.Name)

@@ -3,6 +3,7 @@ package cluster
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/reignpipe/reignpipe/pipelines"
 )
@@ -66,6 +67,7 @@ func TestManifestMaxBytes(t *testing.T) {
 func TestTopicSpecs(t *testing.T) {
 	cfg := kafkaConfig(t)
 	cfg.Transport.Kafka.ReplicationFactor = 3
+	cfg.Run.DeleteRetention.Duration = 2 * time.Hour
 	specs, err := topicSpecs(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -75,8 +77,9 @@ func TestTopicSpecs(t *testing.T) {
 		"p.chunks":     {"cleanup.policy": "delete", "retention.ms": "604800000", "min.insync.replicas": "2"},
 		"p.deadletter": {"min.insync.replicas": "2"},
 		"p.windows":    {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "max.message.bytes": "1048588", "min.insync.replicas": "2"},
-		"p.manifests":  {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "max.message.bytes": "1048588", "min.insync.replicas": "2"},
-		"p.vectors":    {"cleanup.policy": "compact", "min.insync.replicas": "2"},
+		"p.manifests": {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "max.message.bytes": "1048588", "min.insync.replicas": "2",
+			"delete.retention.ms": "7200000"},
+		"p.vectors": {"cleanup.policy": "compact", "min.insync.replicas": "2", "delete.retention.ms": "7200000"},
 	}
 	if len(specs) != len(want) {
 		t.Fatalf("%d topics, want %d: %+v", len(specs), len(want), specs)

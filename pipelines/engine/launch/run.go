@@ -304,6 +304,7 @@ func OpenSource(ctx context.Context, cfg *pipelines.Config, fromScratch bool) (c
 	}
 	cfg.Source.StateFile = filepath.Join(cfg.Run.StateDir, cfg.Name+".files.json")
 	cfg.Source.Pipeline = cfg.Name
+	cfg.Source.StateBase = filepath.Join(cfg.Run.StateDir, cfg.Name)
 	if fromScratch {
 		if err := os.Remove(cfg.Source.StateFile); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, err

@@ -23,6 +23,7 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
+	"github.com/reignpipe/reignpipe/connectors/kafka"
 	"github.com/reignpipe/reignpipe/internal/kafkaclient"
 	"github.com/reignpipe/reignpipe/schemas"
 	"github.com/reignpipe/reignpipe/stages/shardcache"
@@ -56,7 +57,8 @@ type Stats struct {
 	WindowsKnown     int64 `json:"windows_known"`     // already held, same bytes
 	WindowConflicts  int64 `json:"window_conflicts"`  // already held with other bytes: the first is kept
 	ManifestsApplied int64 `json:"manifests_applied"` // put (newest version of their doc so far)
-	ManifestsOlder   int64 `json:"manifests_older"`   // older than the store's version: skipped
+	ManifestsOlder   int64 `json:"manifests_older"`   // older than the store's version, or than a deletion it remembers: skipped
+	ManifestsDeleted int64 `json:"manifests_deleted"` // tombstones applied (the deletion of a document)
 	Foreign          int64 `json:"records_foreign"`   // another space or schema: skipped
 	Bad              int64 `json:"records_bad"`       // undecodable: skipped
 	Flushes          int64 `json:"flushes"`
@@ -70,6 +72,8 @@ type pendingManifest struct {
 	tp  kafkaclient.TP
 	off int64
 	m   shardcache.Manifest
+	// del: a tombstone, the deletion of a document; held in order with the manifests.
+	del *schemas.Deletion
 	// skip: a record not applied (undecodable, foreign); queued so offsets advance in order.
 	skip bool
 }
@@ -90,7 +94,7 @@ type Follower struct {
 	pos map[kafkaclient.TP]int64 // next offset to apply (applied in the cache, maybe not flushed)
 
 	c struct {
-		windows, known, conflicts, mans, older, foreign, bad, flushes, lag atomic.Int64
+		windows, known, conflicts, mans, older, deleted, foreign, bad, flushes, lag atomic.Int64
 	}
 }
 
@@ -139,7 +143,7 @@ func Start(ctx context.Context, o Options) (*Follower, error) {
 func (f *Follower) Stats() Stats {
 	return Stats{
 		WindowsApplied: f.c.windows.Load(), WindowsKnown: f.c.known.Load(), WindowConflicts: f.c.conflicts.Load(),
-		ManifestsApplied: f.c.mans.Load(), ManifestsOlder: f.c.older.Load(), Foreign: f.c.foreign.Load(), Bad: f.c.bad.Load(),
+		ManifestsApplied: f.c.mans.Load(), ManifestsOlder: f.c.older.Load(), ManifestsDeleted: f.c.deleted.Load(), Foreign: f.c.foreign.Load(), Bad: f.c.bad.Load(),
 		Flushes: f.c.flushes.Load(), Lag: f.c.lag.Load(),
 	}
 }
@@ -268,8 +272,8 @@ func (f *Follower) run(ctx context.Context) (err error) {
 			dirty++
 		case r := <-mansC:
 			// A skipped record queues too: its offset must not pass held manifests before it.
-			m, ok := f.decodeManifest(r)
-			pending = append(pending, pendingManifest{tp: r.TP, off: r.Offset, m: m, skip: !ok})
+			p := f.decodeManifest(r)
+			pending = append(pending, p)
 			dirty++
 		case <-tick.C:
 			if fence == nil && len(pending) > 0 {
@@ -393,14 +397,28 @@ func sameBits(a, b []float32) bool {
 	return true
 }
 
-func (f *Follower) decodeManifest(r kafkaclient.Record) (shardcache.Manifest, bool) {
-	if r.Value == nil {
-		f.foreign(r, "a tombstone: manifests are replaced by newer versions, never deleted")
-		return shardcache.Manifest{}, false
+// decodeManifest reads a P.manifests record into what the replica applies in its turn: a
+// manifest, a deletion (a tombstone), or a skip.
+func (f *Follower) decodeManifest(r kafkaclient.Record) pendingManifest {
+	p := pendingManifest{tp: r.TP, off: r.Offset, skip: true}
+	if len(r.Value) == 0 {
+		// A deletion is of the document whatever its space; one reignpipe wrote names the
+		// space of its manifests, and one of another space is not this store's.
+		if len(r.Headers) > 0 && !f.sameSpace(r.Headers, schemas.SchemaManifest) {
+			f.foreign(r, "a tombstone of another GN space (schema, gn fingerprint, k, s, dim headers)")
+			return p
+		}
+		d, err := kafka.DeletionOf(string(r.Key), r.Headers)
+		if err != nil {
+			f.bad(r, err)
+			return p
+		}
+		p.del, p.skip = &d, false
+		return p
 	}
 	if !f.sameSpace(r.Headers, schemas.SchemaManifest) {
 		f.foreign(r, "not a manifest of this pipeline's GN space (schema, gn fingerprint, k, s, dim headers)")
-		return shardcache.Manifest{}, false
+		return p
 	}
 	sm, err := schemas.DecodeManifest(r.Value)
 	if err == nil && sm.DocID != string(r.Key) {
@@ -408,17 +426,26 @@ func (f *Follower) decodeManifest(r kafkaclient.Record) (shardcache.Manifest, bo
 	}
 	if err != nil {
 		f.bad(r, err)
-		return shardcache.Manifest{}, false
+		return p
 	}
-	return FromStore(sm), true
+	p.m, p.skip = FromStore(sm), false
+	return p
 }
 
-// applyManifest puts a manifest unless the store holds a newer version of its document
+// applyManifest applies a tombstone (shardcache: the manifest goes unless newer, the deletion
+// is remembered), or puts a manifest unless the store holds a newer version of its document
 // (compaction keeps a doc id's last record, which a late re-delivery may have made an older
 // version; replicas converge on the newest anyway).
 func (f *Follower) applyManifest(p pendingManifest) error {
 	defer f.setPos(p.tp, p.off+1)
 	if p.skip {
+		return nil
+	}
+	if p.del != nil {
+		if err := f.o.Cache.DeleteManifest(*p.del); err != nil {
+			return fmt.Errorf("replica: deleting the manifest of %s: %w", p.del.DocID, err)
+		}
+		f.c.deleted.Add(1)
 		return nil
 	}
 	put, err := PutNewest(f.o.Cache, p.m)
@@ -433,7 +460,8 @@ func (f *Follower) applyManifest(p pendingManifest) error {
 	return nil
 }
 
-// PutNewest puts m unless the cache holds a newer version of its document.
+// PutNewest puts m unless the cache holds a newer version of its document, or remembers a
+// deletion that supersedes m's version (an older manifest arriving after the tombstone).
 func PutNewest(c *shardcache.Cache, m shardcache.Manifest) (bool, error) {
 	old, ok, err := c.Manifest(m.DocID)
 	if err != nil {
@@ -442,7 +470,12 @@ func PutNewest(c *shardcache.Cache, m shardcache.Manifest) (bool, error) {
 	if ok && schemas.CompareVersions(m.Version, old.Version) < 0 {
 		return false, nil
 	}
-	return true, c.PutManifest(m)
+	if err := c.PutManifest(m); errors.Is(err, shardcache.ErrSuperseded) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // FromStore and ToStore convert between the manifest record and the cache's manifest.

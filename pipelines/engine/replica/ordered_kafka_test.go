@@ -28,12 +28,16 @@ type queueSink struct {
 }
 
 func (s *queueSink) Delete(_ context.Context, d schemas.Deletion) error {
-	s.queued = append(s.queued, d.DocID)
-	return nil
+	return s.queue(d.DocID)
 }
 
 func (s *queueSink) Write(_ context.Context, v schemas.DocVector) error {
-	s.queued = append(s.queued, v.DocID)
+	return s.queue(v.DocID)
+}
+
+// queue is a vector record or a tombstone queued in the producer.
+func (s *queueSink) queue(id string) error {
+	s.queued = append(s.queued, id)
 	if len(s.queued) >= producerOwnFlush {
 		s.t.Fatalf("%d vector records queued: the producer would have flushed them by itself, before their windows", len(s.queued))
 	}
@@ -50,6 +54,21 @@ func (s *queueSink) Flush(context.Context) error {
 
 func (s *queueSink) Close(ctx context.Context) error { return s.Flush(ctx) }
 
+// storeTopics makes a store's two compacted topics on the test broker.
+func storeTopics(t *testing.T, name string) (kafkaclient.ClientConfig, Topics) {
+	t.Helper()
+	cc := kafkaclient.ClientConfig{Brokers: []string{kafkatest.Brokers(t)}}
+	prefix := kafkatest.Topic(t, name)
+	topics := Topics{Windows: prefix + ".windows", Manifests: prefix + ".manifests"}
+	compact := map[string]string{"cleanup.policy": "compact"}
+	if err := kafkaadmin.EnsureTopics(context.Background(), cc,
+		kafkaadmin.TopicSpec{Name: topics.Windows, Partitions: 2, ReplicationFactor: 1, Config: compact},
+		kafkaadmin.TopicSpec{Name: topics.Manifests, Partitions: 2, ReplicationFactor: 1, Config: compact}); err != nil {
+		t.Fatal(err)
+	}
+	return cc, topics
+}
+
 func endOffsetSum(t *testing.T, cc kafkaclient.ClientConfig, topic string) int64 {
 	t.Helper()
 	end, err := kafkaclient.EndOffsets(context.Background(), cc, topic)
@@ -64,20 +83,12 @@ func endOffsetSum(t *testing.T, cc kafkaclient.ClientConfig, topic string) int64
 }
 
 // TestOrderedVectorSinkAcksAfterStore: stage process writes a vector per document through the
-// kafka sink between commits; its producer flushes by itself past 1000 queued records. The
-// ordered sink flushes it first, and only after the windows, then the manifests, of every queued
-// vector are acknowledged on the store's topics (what Publisher.Publish does).
+// kafka sink between commits, and some deletions' tombstones among them; its producer flushes
+// by itself past 1000 queued records. The ordered sink flushes it first, and only after the
+// windows, then the manifests, of every queued vector are acknowledged on the store's topics
+// (what Publisher.Publish does): a tombstone counts into the queue like a vector record.
 func TestOrderedVectorSinkAcksAfterStore(t *testing.T) {
-	brokers := kafkatest.Brokers(t)
-	cc := kafkaclient.ClientConfig{Brokers: []string{brokers}}
-	prefix := kafkatest.Topic(t, "ordered")
-	topics := Topics{Windows: prefix + ".windows", Manifests: prefix + ".manifests"}
-	compact := map[string]string{"cleanup.policy": "compact"}
-	if err := kafkaadmin.EnsureTopics(context.Background(), cc,
-		kafkaadmin.TopicSpec{Name: topics.Windows, Partitions: 2, ReplicationFactor: 1, Config: compact},
-		kafkaadmin.TopicSpec{Name: topics.Manifests, Partitions: 2, ReplicationFactor: 1, Config: compact}); err != nil {
-		t.Fatal(err)
-	}
+	cc, topics := storeTopics(t, "ordered")
 	sp := schemas.Space{Fingerprint: "fp-ordered", Dim: 4, K: 8, S: 8}
 	cache, err := shardcache.Open(shardcache.Options{Dir: t.TempDir(), Fingerprint: sp.Fingerprint, Dim: sp.Dim, K: sp.K, S: sp.S})
 	if err != nil {
@@ -130,6 +141,12 @@ func TestOrderedVectorSinkAcksAfterStore(t *testing.T) {
 		}
 		if err := sink.Write(ctx, schemas.DocVector{DocID: id, Version: "1", Space: "gn-meanpool:fp-ordered", Vector: []float32{1, 0, 0, 0}}); err != nil {
 			t.Fatal(err)
+		}
+		if i%4 == 3 {
+			// A deletion of an earlier document (its manifest deletion is the cache's part).
+			if err := sink.Delete(ctx, schemas.Deletion{DocID: fmt.Sprintf("t:%05d", i-1), Version: "1"}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	// The commit: store first (the runner flushes the cache, the Publisher, before the sinks).

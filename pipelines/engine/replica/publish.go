@@ -13,6 +13,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/connectors/kafka"
 	"github.com/reignpipe/reignpipe/internal/kafkaclient"
 	"github.com/reignpipe/reignpipe/pipelines/engine"
 	"github.com/reignpipe/reignpipe/schemas"
@@ -26,7 +27,8 @@ import (
 // inputs acked) makes them durable in this order:
 //
 //  1. the new windows are acknowledged by the broker, and only then enter the local cache;
-//  2. the manifests are sent and acknowledged, and only then enter the local cache;
+//  2. the manifests (and the deletions' tombstones, in order with them) are sent and
+//     acknowledged, and only then enter the local cache;
 //  3. the local cache is flushed.
 //
 // So no manifest, on the topic or in any replica, names a window that exists nowhere else, and
@@ -42,10 +44,10 @@ type Publisher struct {
 	mu      sync.Mutex
 	pending map[uint64][]float32 // sent to P.windows, not yet acknowledged
 	rows    []shardcache.Row     // the same, in order, for the local cache
-	mans    []shardcache.Manifest
+	mans    []manifestOp
 
-	windowsSent, manifestsSent, manifestsKnown atomic.Int64
-	unflushed                                  atomic.Bool // windows sent since the last flush of P.windows
+	windowsSent, manifestsSent, manifestsKnown, tombstonesSent atomic.Int64
+	unflushed                                                  atomic.Bool // windows sent since the last flush of P.windows
 }
 
 var _ engine.Cache = (*Publisher)(nil)
@@ -158,13 +160,46 @@ func (p *Publisher) Add(r shardcache.Row) (bool, error) {
 	return true, nil
 }
 
+// manifestOp is a change to a document's manifest held until Publish: a manifest to put or,
+// with del set, a deletion. One list keeps them in the order the ledger made them.
+type manifestOp struct {
+	m   shardcache.Manifest
+	del *schemas.Deletion
+}
+
+func (o manifestOp) docID() string {
+	if o.del != nil {
+		return o.del.DocID
+	}
+	return o.m.DocID
+}
+
 // PutManifest holds m until its windows are acknowledged (Flush).
 func (p *Publisher) PutManifest(m shardcache.Manifest) error {
 	m.Keys = append([]uint64(nil), m.Keys...)
 	p.mu.Lock()
-	p.mans = append(p.mans, m)
+	p.mans = append(p.mans, manifestOp{m: m})
 	p.mu.Unlock()
 	return nil
+}
+
+// DeleteManifest holds a deletion until Publish, in order with the manifests put before and
+// after it: its tombstone then goes to P.manifests (so every replica, and materialize, drops
+// the document) and the local cache applies it (shardcache: the manifest goes, the deletion is
+// remembered for run.delete_retention).
+func (p *Publisher) DeleteManifest(d schemas.Deletion) error {
+	p.mu.Lock()
+	p.mans = append(p.mans, manifestOp{del: &d})
+	p.mu.Unlock()
+	return nil
+}
+
+// ManifestTombstone is the P.manifests record of a deletion: a null value keyed by the doc id
+// with its version, and the space headers of the manifests (schemas/WIRE.md, "Deletions").
+func ManifestTombstone(d schemas.Deletion, spaceHeaders []kafkago.Header) kafkaclient.Message {
+	m := kafka.Tombstone(schemas.SchemaManifest, d)
+	m.Headers = append(m.Headers, spaceHeaders...)
+	return m
 }
 
 // Flush is the commit: windows acknowledged → local; manifests sent and acknowledged → local;
@@ -204,49 +239,107 @@ func (p *Publisher) Publish(ctx context.Context) error {
 		delete(p.pending, r.Key)
 	}
 	p.mu.Unlock()
-	var sent []shardcache.Manifest
-	for _, m := range mans {
-		// One record per (doc id, version): a version the store already holds with the same
-		// content and windows (a re-ingest) is not sent again, and neither is an older version
-		// than the store's (compaction keeps a key's last record, not its newest version).
-		old, ok, err := p.cache.Manifest(m.DocID)
-		if err != nil {
-			return err
-		}
-		if ok && (olderThan(m, old) || sameManifest(m, old)) {
-			p.manifestsKnown.Add(1)
-			continue
-		}
-		msg, err := ManifestMessage(m, p.space, p.spaceHeaders)
-		if err == nil {
-			err = p.manifests.Send(ctx, msg)
-		}
-		if err != nil {
-			return fmt.Errorf("publishing the manifest of %s to the store's manifest topic: %w", m.DocID, err)
-		}
-		sent = append(sent, m)
+	sent, err := p.sendManifests(ctx, mans)
+	if err != nil {
+		return err
 	}
 	if err := p.manifests.Flush(ctx); err != nil {
 		return fmt.Errorf("store manifest topic: %w", err)
 	}
-	for _, m := range sent {
-		if _, err := PutNewest(p.cache, m); err != nil {
+	for _, op := range sent {
+		if op.del != nil {
+			if err := p.cache.DeleteManifest(*op.del); err != nil {
+				return fmt.Errorf("deleting the manifest of %s: %w", op.del.DocID, err)
+			}
+			p.tombstonesSent.Add(1)
+			continue
+		}
+		if _, err := PutNewest(p.cache, op.m); err != nil {
 			return err
 		}
+		p.manifestsSent.Add(1)
 	}
-	p.manifestsSent.Add(int64(len(sent)))
 	return nil
+}
+
+// heldManifest is what the store holds of a doc id while a batch is sent: a manifest (has), or
+// the deletion the batch sent.
+type heldManifest struct {
+	m   shardcache.Manifest
+	has bool
+	del *schemas.Deletion
+}
+
+// sendManifests sends the batch's manifests and tombstones that change what the store holds,
+// and returns them in order. One record per (doc id, version): a version the store already
+// holds with the same content and windows (a re-ingest) is not sent again, and neither is an
+// older version than the store's, because compaction keeps a doc id's last record, not its
+// newest version. For the same reason a tombstone is sent only when the deletion removes what
+// the store holds (or it holds nothing), and a manifest that a deletion earlier in the batch
+// removes is not sent after it. What the store holds is the cache, then what the batch sent.
+func (p *Publisher) sendManifests(ctx context.Context, ops []manifestOp) ([]manifestOp, error) {
+	var sent []manifestOp
+	batch := map[string]heldManifest{}
+	for _, op := range ops {
+		h, ok := batch[op.docID()]
+		if !ok {
+			old, has, err := p.cache.Manifest(op.docID())
+			if err != nil {
+				return nil, err
+			}
+			h = heldManifest{m: old, has: has}
+		}
+		if op.del == nil && h.del == nil {
+			// A deletion the store remembers keeps an older manifest off the topic too.
+			sup, err := p.cache.Superseded(op.m.DocID, op.m.Version)
+			if err != nil {
+				return nil, err
+			}
+			if sup {
+				p.manifestsKnown.Add(1)
+				continue
+			}
+		}
+		var msg kafkaclient.Message
+		if d := op.del; d != nil {
+			if h.has && !schemas.Supersedes(d.Version, h.m.Version) {
+				p.manifestsKnown.Add(1) // a newer version than the deletion's stays
+				continue
+			}
+			msg = ManifestTombstone(*d, p.spaceHeaders)
+			batch[d.DocID] = heldManifest{del: d}
+		} else {
+			m := op.m
+			if h.has && (olderThan(m, h.m) || sameManifest(m, h.m)) || h.del != nil && schemas.Supersedes(h.del.Version, m.Version) {
+				p.manifestsKnown.Add(1)
+				continue
+			}
+			var err error
+			if msg, err = ManifestMessage(m, p.space, p.spaceHeaders); err != nil {
+				return nil, fmt.Errorf("publishing the manifest of %s to the store's manifest topic: %w", m.DocID, err)
+			}
+			batch[m.DocID] = heldManifest{m: m, has: true}
+		}
+		if err := p.manifests.Send(ctx, msg); err != nil {
+			return nil, fmt.Errorf("publishing the manifest of %s to the store's manifest topic: %w", op.docID(), err)
+		}
+		sent = append(sent, op)
+	}
+	return sent, nil
 }
 
 // PublisherStats count what this worker wrote to the store's topics.
 type PublisherStats struct {
 	WindowsPublished   int64 `json:"windows_published"`
 	ManifestsPublished int64 `json:"manifests_published"`
-	ManifestsKnown     int64 `json:"manifests_known"` // already in the store (same version and windows, or newer)
+	ManifestsKnown     int64 `json:"manifests_known"` // already in the store (same version and windows, or newer), or deleted
+	// TombstonesPublished counts the deletions sent to the manifest topic.
+	TombstonesPublished int64 `json:"manifest_tombstones_published"`
 }
 
 func (p *Publisher) Stats() PublisherStats {
-	return PublisherStats{WindowsPublished: p.windowsSent.Load(), ManifestsPublished: p.manifestsSent.Load(), ManifestsKnown: p.manifestsKnown.Load()}
+	return PublisherStats{WindowsPublished: p.windowsSent.Load(), ManifestsPublished: p.manifestsSent.Load(), ManifestsKnown: p.manifestsKnown.Load(),
+		TombstonesPublished: p.tombstonesSent.Load()}
 }
 
 func olderThan(m, old shardcache.Manifest) bool {
@@ -368,18 +461,31 @@ func vectorRecordBytes(v schemas.DocVector) int {
 	return 512 + 16*(len(v.Vector)+len(v.GNVector)) + 6*(len(v.DocID)+len(v.Title)+len(v.Source)+len(v.Version)+len(v.Space))
 }
 
-func (s *OrderedVectorSink) Write(ctx context.Context, v schemas.DocVector) error {
-	var pub *Publisher
-	if s.Pub != nil {
-		pub = s.Pub()
+func (s *OrderedVectorSink) pub() *Publisher {
+	if s.Pub == nil {
+		return nil
 	}
-	if err := s.q.before(ctx, pub, s.MaxRecordBytes, vectorRecordBytes(v), s.Inner.Flush); err != nil {
+	return s.Pub()
+}
+
+func (s *OrderedVectorSink) Write(ctx context.Context, v schemas.DocVector) error {
+	if err := s.q.before(ctx, s.pub(), s.MaxRecordBytes, vectorRecordBytes(v), s.Inner.Flush); err != nil {
 		return err
 	}
 	return s.Inner.Write(ctx, v)
 }
 
 // Flush is called by the ledger after the cache's (the Publisher's) Flush.
+// Delete queues the deletion's tombstone like a vector record: counted into what the
+// producer holds, so that the vector records queued before it are still never acknowledged
+// before their windows and manifests.
+func (s *OrderedVectorSink) Delete(ctx context.Context, d schemas.Deletion) error {
+	if err := s.q.before(ctx, s.pub(), s.MaxRecordBytes, 512+len(d.DocID)+len(d.Source)+len(d.Version), s.Inner.Flush); err != nil {
+		return err
+	}
+	return s.Inner.Delete(ctx, d)
+}
+
 func (s *OrderedVectorSink) Flush(ctx context.Context) error {
 	if err := s.Inner.Flush(ctx); err != nil {
 		return err

@@ -140,7 +140,7 @@ func Open(ctx context.Context, cfg *pipelines.Config, o Options) (*Searcher, err
 	if err != nil {
 		return nil, err
 	}
-	emb, err := query.Open(cfg, o.Query)
+	emb, err := query.Open(ctx, cfg, o.Query)
 	if err != nil {
 		return nil, errors.Join(err, st.Close())
 	}

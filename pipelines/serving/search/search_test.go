@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/reignpipe/reignpipe/connectors"
@@ -88,7 +89,7 @@ func TestSearchFiles(t *testing.T) {
 	cfg := searchtest.Corpus(t, dir, "")
 	vectors := filepath.Join(dir, "vectors")
 	ctx := context.Background()
-	s, err := search.Open(ctx, cfg, search.Options{Sink: -1})
+	s, err := search.Open(ctx, cfg, search.Options{Sink: -1, Query: query.Options{QueryCacheWindows: 64}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +142,8 @@ func TestSearchFiles(t *testing.T) {
 		t.Fatalf("an unknown id: %v", err)
 	}
 
-	// A new text: the GN embeds it once; the next search (another process) finds it cached.
+	// A new text: the GN embeds it once; a repeat in the same process finds it in the query
+	// cache; another process embeds it again, since no query window enters the corpus cache.
 	novel := "Glaciers carve U-shaped valleys as the ice moves downhill under its own weight."
 	res, err = s.Search(ctx, search.Request{Doc: textDoc(t, "query:glacier", novel), K: 2})
 	if err != nil {
@@ -149,6 +151,13 @@ func TestSearchFiles(t *testing.T) {
 	}
 	if res.Query.GNWindows != 1 || len(res.Hits) != 2 {
 		t.Fatalf("a new text: %+v, %d hits", res.Query, len(res.Hits))
+	}
+	again, err := s.Search(ctx, search.Request{Doc: textDoc(t, "query:glacier", novel), K: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Query.GNWindows != 0 || again.Query.CacheHits != 1 || s.Embedder.Stats().QueryCacheHits != 1 || !slices.Equal(hitIDs(again), hitIDs(res)) {
+		t.Fatalf("a repeated text should come from the query cache with the same answer: %+v %+v", again.Query, s.Embedder.Stats())
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -162,36 +171,51 @@ func TestSearchFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res2.Query.GNWindows != 0 || !slices.Equal(hitIDs(res2), hitIDs(res)) {
-		t.Fatalf("the second search of a text should be all cache hits with the same answer: %+v %v", res2.Query, hitIDs(res2))
+	if res2.Query.GNWindows != 1 || !slices.Equal(hitIDs(res2), hitIDs(res)) {
+		t.Fatalf("another process should embed the query again (it is not in the corpus cache), same answer: %+v %v", res2.Query, hitIDs(res2))
 	}
 	if _, err := s2.Search(ctx, search.Request{Doc: textDoc(t, "q", novel), K: 1, GN: true}); err == nil || !strings.Contains(err.Error(), "meanpool") {
 		t.Fatalf("asking a mean-pool pipeline for its GN companion: %v", err)
 	}
 }
 
-// TestQueryWithoutTheCache: a running pipeline holds the chunk cache; a search next to it
-// embeds every window with the GN instead of failing, and says so.
-func TestQueryWithoutTheCache(t *testing.T) {
+// TestQueryBesideAHeldCache: a running pipeline holds the chunk cache (its writer's lock); a
+// query next to it reads the cache anyway, without the lock, and a corpus document costs no
+// GN pass.
+func TestQueryBesideAHeldCache(t *testing.T) {
 	dir := t.TempDir()
 	cfg := searchtest.Corpus(t, dir, "")
 	// What a running pipeline holds: the cache open in another process.
 	holdCache(t, cfg)
-	e, err := query.Open(cfg, query.Options{})
+	e, err := query.Open(context.Background(), cfg, query.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	if !strings.Contains(e.CacheNote, "another reignpipe process") {
+	if !strings.Contains(e.CacheNote, cfg.Cache.Dir+", read beside any pipeline writing it") {
 		t.Fatalf("cache note %q", e.CacheNote)
 	}
 	res, err := e.Embed(context.Background(), *textDoc(t, "q", searchtest.Texts()["long"]))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Every distinct window goes to the GN (identical windows of the query share one pass, as a
-	// corpus document's do); none comes from a cache.
-	if res.CacheHits != 0 || res.GNWindows == 0 || res.Windows < 2 {
+	if res.CacheHits != res.Windows || res.GNWindows != 0 || res.Windows < 2 {
+		t.Fatalf("a corpus document beside the writer: %d windows, %d hits, %d GN", res.Windows, res.CacheHits, res.GNWindows)
+	}
+	if err := e.Close(); err != nil { // one ONNX Runtime environment per process
+		t.Fatal(err)
+	}
+	// --no-cache: every distinct window goes to the GN (identical windows of the query share
+	// one pass, as a corpus document's do).
+	nc, err := query.Open(context.Background(), cfg, query.Options{NoCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if res, err = nc.Embed(context.Background(), *textDoc(t, "q", searchtest.Texts()["long"])); err != nil {
+		t.Fatal(err)
+	}
+	if res.CacheHits != 0 || res.GNWindows == 0 {
 		t.Fatalf("without the cache every window goes to the GN: %d windows, %d hits, %d GN", res.Windows, res.CacheHits, res.GNWindows)
 	}
 }
@@ -200,31 +224,43 @@ func TestQueryWithoutTheCache(t *testing.T) {
 // TestHoldCache) until the test ends, as a running pipeline would.
 func holdCache(t *testing.T, cfg *pipelines.Config) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHoldCache$")
-	cmd.Env = append(os.Environ(), "SEARCHTEST_HOLD_DIR="+cfg.Cache.Dir, "SEARCHTEST_HOLD_FP="+fingerprint(t, cfg))
+	_, stdout := child(t, "TestHoldCache", "SEARCHTEST_HOLD_DIR="+cfg.Cache.Dir, "SEARCHTEST_HOLD_FP="+fingerprint(t, cfg))
+	line, err := stdout.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "holding") {
+		t.Fatalf("cache holder: %q %v", line, err)
+	}
+}
+
+// child runs this test binary's test run as another process, with env added to its
+// environment and its standard error to the test's, and returns its standard output and stop,
+// which closes its standard input (the helpers' signal to end) and returns how it exited; the
+// test's end stops it too.
+func child(t *testing.T, run string, env ...string) (stop func() error, stdout *bufio.Reader) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+run+"$")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	stdout, err := cmd.StdoutPipe()
+	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "holding") {
-		t.Fatalf("cache holder: %q %v", line, err)
-	}
+	stop = sync.OnceValue(func() error { stdin.Close(); return cmd.Wait() })
+	t.Cleanup(func() { stop() })
+	return stop, bufio.NewReader(out)
 }
 
 // TestHoldCache is the child of holdCache: it holds the cache open until stdin closes.
 func TestHoldCache(t *testing.T) {
 	dir := os.Getenv("SEARCHTEST_HOLD_DIR")
 	if dir == "" {
-		t.Skip("runs as the child process of TestQueryWithoutTheCache")
+		t.Skip("runs as the child process of TestQueryBesideAHeldCache")
 	}
 	c, err := shardcache.Open(shardcache.Options{Dir: dir, Fingerprint: os.Getenv("SEARCHTEST_HOLD_FP"), Dim: 384, K: 512, S: 512})
 	if err != nil {

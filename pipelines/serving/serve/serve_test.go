@@ -2,13 +2,12 @@ package serve
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -18,33 +17,16 @@ import (
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/pipelines/serving/search"
 	"github.com/reignpipe/reignpipe/pipelines/serving/search/searchtest"
+	"github.com/reignpipe/reignpipe/schemas"
 )
 
-// start serves a real run's corpus on a loopback port and returns its base URL.
+// start serves the shared corpus (probes_test.go) on a loopback port and returns its base URL
+// and the corpus's vectors folder.
 func start(t *testing.T, o Options) (*API, *Server, string, string) {
 	t.Helper()
-	dir := t.TempDir()
-	cfg := searchtest.Corpus(t, dir, "")
-	s, err := search.Open(context.Background(), cfg, search.Options{Sink: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.Pipeline = cfg.Name
-	a := New(s, o)
-	srv, err := Listen("127.0.0.1:0", a, 0)
-	if err != nil {
-		s.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Shutdown(5 * time.Second); err != nil {
-			t.Error(err)
-		}
-		if err := s.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return a, srv, "http://" + srv.Addr, filepath.Join(dir, "vectors")
+	a, srv := serveShared(t, o, Listening{})
+	_, vectors := shared(t)
+	return a, srv, "http://" + srv.Addr, vectors
 }
 
 func post(t *testing.T, url, ctype, body string) (int, []byte) {
@@ -140,13 +122,29 @@ func TestServeRefusesBadInput(t *testing.T) {
 	}{
 		{"not json", "POST", "/v1/search", "application/json", "{text:", 400, "not a JSON request"},
 		{"unknown field", "POST", "/v1/search", "application/json", `{"txt":"a"}`, 400, `unknown field "txt"`},
+		{"trailing data", "POST", "/v1/search", "application/json", `{"text":"bread"} {"text":"oven"}`, 400, "more after its JSON object"},
+		{"trailing garbage", "POST", "/v1/embed", "application/json", `{"text":"bread"}x`, 400, "more after its JSON object"},
 		{"blank text", "POST", "/v1/embed", "application/json", `{"text":"  "}`, 400, "no text"},
-		{"k too large", "POST", "/v1/search", "application/json", `{"text":"bread","k":51}`, 400, "k=51"},
+		{"k too large", "POST", "/v1/search", "application/json", `{"text":"bread","k":51}`, 400, "k=51: must be in [1, 50]"},
+		{"k zero", "POST", "/v1/search", "application/json", `{"text":"bread","k":0}`, 400, "k=0: must be in [1, 50]"},
+		{"k zero in the query", "POST", "/v1/search?k=0", "text/plain", "bread", 400, "k=0: must be in [1, 50]"},
+		{"k not a number", "POST", "/v1/search?k=abc", "text/plain", "bread", 400, `?k="abc" is not a whole number`},
+		{"k twice", "POST", "/v1/search?k=2&k=3", "text/plain", "bread", 400, "given 2 times"},
+		{"unknown query key", "POST", "/v1/search?kk=2", "text/plain", "bread", 400, `unknown query parameter "kk"`},
+		{"k in body and query", "POST", "/v1/search?k=2", "application/json", `{"text":"bread","k":3}`, 400, "not both"},
+		{"exact not a bool", "POST", "/v1/search?exact=maybe", "text/plain", "bread", 400, "not true or false"},
 		{"text and stored id", "POST", "/v1/search", "application/json", `{"text":"a","stored_id":"t:a"}`, 400, "not both"},
 		{"embed by id", "POST", "/v1/embed", "application/json", `{"stored_id":"t:bread"}`, 400, "not stored_id"},
-		{"unknown id", "POST", "/v1/search", "application/json", `{"stored_id":"nope"}`, 404, `no document "nope"`},
+		{"embed with k", "POST", "/v1/embed?k=3", "text/plain", "bread", 400, "document only"},
+		{"id with NUL", "POST", "/v1/embed", "application/json", `{"id":"a\u0000b","text":"bread"}`, 400, "control characters"},
+		{"id with newline", "POST", "/v1/search", "application/json", `{"id":"a\nb","text":"bread"}`, 400, "control characters"},
+		{"stored id with newline", "POST", "/v1/search", "application/json", `{"stored_id":"t:a\nb"}`, 400, "control characters"},
+		{"unknown id", "POST", "/v1/search", "application/json", `{"stored_id":"nope"}`, 404, `no document "nope" among the pipeline's vectors`},
 		{"too big", "POST", "/v1/embed", "text/plain", strings.Repeat("word ", 1000), 413, "over 4096 bytes"},
 		{"media type", "POST", "/v1/embed", "image/png", "x", 415, "application/json, text/plain"},
+		{"media type ;;;", "POST", "/v1/embed", ";;;", `{"text":"bread"}`, 415, "is not a media type"},
+		{"no media type", "POST", "/v1/search", "", `{"text":"bread"}`, 415, "no Content-Type"},
+		{"charset other than utf-8", "POST", "/v1/search", "text/plain; charset=latin1", "bread", 415, "charset=utf-8"},
 		{"bad patent", "POST", "/v1/search", "application/xml", "<nonsense/>", 400, "no document"},
 		{"wrong method", "GET", "/v1/search", "", "", 405, "takes POST"},
 		{"unknown path", "GET", "/v2/search", "", "", 404, "no such endpoint"},
@@ -162,12 +160,21 @@ func TestServeRefusesBadInput(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer resp.Body.Close()
-			var e struct{ Error string }
-			if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+			var e struct{ Error, ErrorType, RequestID string }
+			b, _ := io.ReadAll(resp.Body)
+			if err := json.Unmarshal(b, &e); err != nil {
 				t.Fatalf("%d: body is not a JSON error: %v", resp.StatusCode, err)
 			}
 			if resp.StatusCode != tc.code || !strings.Contains(e.Error, tc.msg) {
 				t.Fatalf("%d %q, want %d with %q", resp.StatusCode, e.Error, tc.code, tc.msg)
+			}
+			var typed map[string]string
+			_ = json.Unmarshal(b, &typed)
+			if typed["error_type"] == "" || typed["request_id"] == "" || typed["request_id"] != resp.Header.Get("X-Request-Id") {
+				t.Fatalf("error %s: want error_type and the request id of the X-Request-Id header %q", b, resp.Header.Get("X-Request-Id"))
+			}
+			if strings.Contains(string(b), os.TempDir()) || strings.Contains(string(b), "/vectors") {
+				t.Fatalf("a server path in the answer: %s", b)
 			}
 		})
 	}
@@ -192,7 +199,7 @@ func TestServeRefusesBadInput(t *testing.T) {
 func TestServeTimeoutAndDrain(t *testing.T) {
 	a, srv, base, _ := start(t, Options{})
 	// A second server over the same parts whose requests may take no time at all.
-	hasty, err := Listen("127.0.0.1:0", New(a.s, Options{Timeout: time.Nanosecond}), 0)
+	hasty, err := Listen(Listening{Addr: "127.0.0.1:0"}, New(a.s, Options{Timeout: time.Nanosecond}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,19 +274,82 @@ func FuzzReadRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, ct uint8, body []byte) {
 		r, _ := http.NewRequest("POST", "/v1/search?k=2", bytes.NewReader(body))
 		r.Header.Set("Content-Type", types[int(ct)%len(types)])
-		q, doc, err := a.readRequest(r)
+		mt, err := mediaType(r, docTypes...)
+		if err == nil {
+			var q request
+			var doc *schemas.Document
+			q, doc, err = a.readRequest(r, mt, body)
+			if err == nil {
+				if doc == nil && q.StoredID == "" {
+					t.Fatal("no document and no stored id, and no error")
+				}
+				if doc != nil && strings.TrimSpace(doc.Text) == "" {
+					t.Fatal("a document without text")
+				}
+				if doc != nil && schemas.CheckID(doc.ID) != nil {
+					t.Fatalf("a document id the sources refuse: %q", doc.ID)
+				}
+				return
+			}
+		}
+		var ae *apiError
+		if !errors.As(err, &ae) || ae.status < 400 || ae.status > 499 || ae.kind == "" {
+			t.Fatalf("error %v is not a typed 4xx", err)
+		}
+		if strings.Contains(ae.msg, os.TempDir()) {
+			t.Fatalf("a server path in the message: %s", ae.msg)
+		}
+	})
+}
+
+// FuzzMediaType: any Content-Type header is either one of the types a route takes (with at
+// most charset=utf-8) or a typed 415; never a guess.
+func FuzzMediaType(f *testing.F) {
+	for _, s := range []string{"application/json", "application/json; charset=UTF-8", ";;;", "", "text/plain;charset=latin1", "application/json; a=b", "TEXT/PLAIN"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, h string) {
+		r, _ := http.NewRequest("POST", "/v1/embed", nil)
+		r.Header.Set("Content-Type", h)
+		ct, err := mediaType(r, docTypes...)
 		if err != nil {
-			var he *httpError
-			if !errors.As(err, &he) || he.code < 400 || he.code > 499 {
-				t.Fatalf("error %v is not a 4xx", err)
+			var ae *apiError
+			if !errors.As(err, &ae) || ae.status != http.StatusUnsupportedMediaType {
+				t.Fatalf("%q: %v is not a 415", h, err)
 			}
 			return
 		}
-		if doc == nil && q.StoredID == "" {
-			t.Fatal("no document and no stored id, and no error")
+		if !slices.Contains(docTypes, ct) {
+			t.Fatalf("%q taken as %q", h, ct)
 		}
-		if doc != nil && strings.TrimSpace(doc.Text) == "" {
-			t.Fatal("a document without text")
+	})
+}
+
+// FuzzEmbeddingsRequest: whatever JSON arrives at /v1/embeddings, the reader gives one string
+// per input or a typed 400 naming the param; never a panic, never an input it did not hold.
+func FuzzEmbeddingsRequest(f *testing.F) {
+	for _, s := range []string{`{"model":"m","input":"a"}`, `{"input":["a","b"]}`, `{"input":[1,2]}`, `{"input":[[1]]}`,
+		`{"input":[]}`, `{"input":null}`, `{"input":"a"} x`, `{"input":["a",3]}`, `{"input":{"a":1}}`} {
+		f.Add([]byte(s))
+	}
+	a := &API{}
+	a.o.defaults()
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var q embeddingsRequest
+		err := decodeJSON(body, &q, embeddingsFields)
+		var texts []string
+		if err == nil {
+			texts, err = a.inputs(q.Input)
+		}
+		if err != nil {
+			var ae *apiError
+			if !errors.As(err, &ae) || ae.status != http.StatusBadRequest {
+				t.Fatalf("%v is not a typed 400", err)
+			}
+			return
+		}
+		if len(texts) == 0 || len(texts) > a.o.MaxInputs {
+			t.Fatalf("%d inputs taken", len(texts))
 		}
 	})
 }

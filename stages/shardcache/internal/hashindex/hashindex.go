@@ -378,13 +378,19 @@ func (t *Table) Lookup(key uint64) (shard uint64, row int32, ok bool, err error)
 		t.mu.Unlock()
 		return 0, 0, false, fmt.Errorf("page %d: %w; reopening the cache rebuilds the table", b, err)
 	}
+	shard, row, ok = findEntry(buf[:], n, key)
+	return shard, row, ok, nil
+}
+
+// findEntry scans the n entries of a checked page for key.
+func findEntry(b []byte, n int, key uint64) (shard uint64, row int32, ok bool) {
 	for i := 0; i < n; i++ {
-		e := buf[pageHead+i*entrySize:]
+		e := b[pageHead+i*entrySize:]
 		if binary.LittleEndian.Uint64(e) == key {
-			return uint64(binary.LittleEndian.Uint32(e[8:])), int32(binary.LittleEndian.Uint32(e[12:])), true, nil
+			return uint64(binary.LittleEndian.Uint32(e[8:])), int32(binary.LittleEndian.Uint32(e[12:])), true
 		}
 	}
-	return 0, 0, false, nil
+	return 0, 0, false
 }
 
 // Insert records that keys[i] is row i of shard seq. An existing key is replaced only by a

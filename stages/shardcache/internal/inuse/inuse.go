@@ -33,9 +33,9 @@ func (e *Error) Error() string {
 		}
 		who += ")"
 	}
-	return fmt.Sprintf("the chunk cache at %s is in use by %s -- a running pipeline, search or serve: "+
-		"wait for it to finish or stop it (Ctrl-C stops a run after committing), give this command another cache.dir, "+
-		"or run search and serve with --no-cache", e.Dir, who)
+	return fmt.Sprintf("the chunk cache at %s is in use by %s -- a running pipeline, stage or materialize: "+
+		"wait for it to finish or stop it (Ctrl-C stops a run after committing), or give this command another cache.dir "+
+		"(search and serve read a cache in use without waiting)", e.Dir, who)
 }
 
 func (e *Error) Unwrap() error { return e.Err }
