@@ -140,7 +140,8 @@ func Open(opts Options) (*Watcher, error) {
 	if opts.now == nil {
 		opts.now = time.Now
 	}
-	if fi, err := os.Stat(opts.Dir); err != nil || !fi.IsDir() {
+	// A prefix needs no object to exist yet: a new feed's bucket is empty until its first upload.
+	if fi, err := os.Stat(opts.Dir); !objstore.IsS3(opts.Dir) && (err != nil || !fi.IsDir()) {
 		return nil, fmt.Errorf("watchdir: %s is not a directory", opts.Dir)
 	}
 	w := &Watcher{opts: opts, st: state{Files: map[string]*fileState{}}, active: map[string]*progress{}, skipped: map[string]int64{}}

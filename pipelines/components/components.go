@@ -192,10 +192,12 @@ func markupBound(maxDocBytes int64) int64 {
 // names no input is reported as source.path's, the key the user wrote it under.
 func files(ctx context.Context, c registry.SourceConfig, w watchdir.Config, open func(context.Context, string) (connectors.Source, error)) (connectors.Source, error) {
 	if w.Watch {
-		if isDir, err := c.Store.IsDir(ctx, c.Path); err != nil || !isDir {
-			if err != nil && objstore.IsS3(c.Path) {
+		if objstore.IsS3(c.Path) {
+			// An empty prefix is a feed yet to start; a bucket that cannot be listed is an error now.
+			if _, err := c.Store.List(ctx, c.Path); err != nil {
 				return nil, fmt.Errorf("source.path: %w", err)
 			}
+		} else if isDir, err := c.Store.IsDir(ctx, c.Path); err != nil || !isDir {
 			return nil, fmt.Errorf("source.path: %q is not a folder (source.watch: true reads the files that arrive in a folder or an s3:// prefix)%s", c.Path, relativeHint(c.Path))
 		}
 		return watchdir.Open(watchdir.Options{Dir: c.Path, Store: c.Store, Pattern: w.Pattern, Open: open, StateFile: c.StateFile, Poll: w.Poll, Settle: w.Settle})
