@@ -20,7 +20,7 @@ GO ?= go
 RACE_PKGS := ./pipelines/engine/runner/ ./pipelines/engine/cluster/ ./stages/gn/ ./stages/shardcache/ ./connectors/vectorfile/ \
 	./connectors/watchdir/ ./connectors/kafka/ ./internal/kafkaclient/ ./internal/kafkaclient/offsets/ ./connectors/pgvector/ ./pipelines/serving/serve/
 
-.PHONY: all build fetch fetch-gpu bench-gpu gn-optimized gn-int8 gn-int8r kafka kafka-connect postgres tools pydeps train-deps demo test test-go test-unshared fuzz-smoke fuzz bench bench-peers clean
+.PHONY: all build fetch fetch-gpu bench-gpu gn-optimized gn-int8 gn-int8r kafka kafka-connect postgres s3proxy tools pydeps train-deps demo test test-go test-unshared fuzz-smoke fuzz bench bench-peers clean
 
 all: build
 
@@ -48,6 +48,10 @@ kafka-connect: kafka
 postgres:
 	@ops/postgres fetch >/dev/null
 
+# s3proxy, the S3 API server the object-storage tests run against (a jar from Maven Central).
+s3proxy:
+	@ops/s3proxy fetch >/dev/null
+
 # Command-line tools the tests use beside our own code (kcat), unpacked from Debian packages into
 # $(REIGNPIPE_HOME)/tools without root; the tests look there before PATH.
 tools:
@@ -74,18 +78,19 @@ demo: fetch build
 # without it. ops/with-kafka starts the broker for the Go tests (REIGNPIPE_KAFKA_BROKERS,
 # REIGNPIPE_KAFKA_CTL) and ops/with-postgres the PostgreSQL server (REIGNPIPE_PG_DSN,
 # REIGNPIPE_PG_CTL), ops/with-kafka-connect the Kafka Connect worker with Debezium
-# (REIGNPIPE_CONNECT_URL, REIGNPIPE_CONNECT_CTL), and each stops its server afterwards, also
-# when they fail.
-test: fetch pydeps train-deps gn-int8r kafka kafka-connect postgres tools
-	ops/with-kafka ops/with-postgres ops/with-kafka-connect $(MAKE) --no-print-directory test-go
+# (REIGNPIPE_CONNECT_URL, REIGNPIPE_CONNECT_CTL), ops/with-s3proxy the S3 server
+# (REIGNPIPE_S3_ENDPOINT, REIGNPIPE_S3_CTL), and each stops its server afterwards, also when they
+# fail.
+test: fetch pydeps train-deps gn-int8r kafka kafka-connect postgres s3proxy tools
+	ops/with-kafka ops/with-postgres ops/with-kafka-connect ops/with-s3proxy $(MAKE) --no-print-directory test-go
 	$(MAKE) --no-print-directory fuzz-smoke
 
 # The suite once more as a fresh clone without ../shared sees it: the tests' shared data root
 # points at an empty folder, so every test on it must skip cleanly or use its own fixture.
 # .ci/run runs it after `make test`.
-test-unshared: fetch pydeps train-deps gn-int8r kafka kafka-connect postgres tools
+test-unshared: fetch pydeps train-deps gn-int8r kafka kafka-connect postgres s3proxy tools
 	@empty=$$(mktemp -d) && trap 'rm -rf "$$empty"' EXIT && \
-	  REIGNPIPE_SHARED_DATA=$$empty ops/with-kafka ops/with-postgres ops/with-kafka-connect env REIGNPIPE_STRICT=1 REIGNPIPE_PYTHON=$(PY) $(GO) test -count=1 -timeout 30m ./...
+	  REIGNPIPE_SHARED_DATA=$$empty ops/with-kafka ops/with-postgres ops/with-kafka-connect ops/with-s3proxy env REIGNPIPE_STRICT=1 REIGNPIPE_PYTHON=$(PY) $(GO) test -count=1 -timeout 30m ./...
 
 test-go:
 	REIGNPIPE_STRICT=1 REIGNPIPE_PYTHON=$(PY) $(GO) test -count=1 -timeout 30m ./...

@@ -21,6 +21,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/reignpipe/reignpipe/internal/commitpolicy"
+	"github.com/reignpipe/reignpipe/internal/objstore"
 	"github.com/reignpipe/reignpipe/pipelines/components"
 	"github.com/reignpipe/reignpipe/pipelines/registry"
 	"github.com/reignpipe/reignpipe/stages/gn/gnbatch"
@@ -41,8 +42,11 @@ type Config struct {
 	DeadLetter DeadLetterConfig `yaml:"dead_letter"`
 	Run        RunConfig        `yaml:"run"`
 	Transport  TransportConfig  `yaml:"transport"`
+	// S3 says how s3:// paths are reached (source.path, the parquet and jsonl sinks' dir).
+	S3 objstore.S3Settings `yaml:"s3"`
 
-	root *yaml.Node // kept to report the line of a bad value
+	root  *yaml.Node
+	store *objstore.Store // kept to report the line of a bad value
 }
 
 // The component sections -- source, sinks[], aggregate -- are declared with the component
@@ -148,6 +152,15 @@ type RunConfig struct {
 	DeleteRetention Duration `yaml:"delete_retention"`
 }
 
+// Store is where the pipeline's paths are opened: local files, and s3:// objects as the s3
+// section says.
+func (c *Config) Store() *objstore.Store {
+	if c.store == nil {
+		c.store = objstore.New(c.S3)
+	}
+	return c.store
+}
+
 // Load reads, expands and validates a pipeline file. ${VAR} and ${VAR:-default} are expanded
 // from the environment in its values, after parsing (expand.go); REIGNPIPE_HOME defaults to
 // Home().
@@ -217,6 +230,10 @@ func parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 	c.fillProviderDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, err
+	}
+	c.Source.Store = c.Store()
+	for i := range c.Sinks {
+		c.Sinks[i].Store = c.Store()
 	}
 	return c, nil
 }
@@ -362,6 +379,9 @@ func (c *Config) Validate() error {
 	case c.Name == "":
 		return c.bad("name", "a pipeline needs a name (it keys the checkpoint)")
 	}
+	if err := c.S3.Check(); err != nil {
+		return c.bad(strings.SplitN(err.Error(), ":", 2)[0], "%s", strings.TrimSpace(strings.SplitN(err.Error(), ":", 2)[1]))
+	}
 	if err := reg.CheckSource(c.Source, c.under("source")); err != nil {
 		return err
 	}
@@ -395,6 +415,10 @@ func (c *Config) Validate() error {
 		return c.bad("batching.max_wait", "must be > 0")
 	case c.Cache.Dir == "":
 		return c.bad("cache.dir", "missing")
+	case objstore.IsS3(c.Cache.Dir):
+		return c.bad("cache.dir", "must be a local folder: the chunk cache is looked up window by window while it is written, which an object store cannot serve at that rate; keep it on local disk (the vectors can go to a bucket)")
+	case objstore.IsS3(c.Run.StateDir):
+		return c.bad("run.state_dir", "must be a local folder: checkpoints are rewritten at every commit")
 	case c.Cache.RowsPerShard < 1:
 		return c.bad("cache.rows_per_shard", "must be >= 1")
 	}

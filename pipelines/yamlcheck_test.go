@@ -41,7 +41,7 @@ func TestShapeMessages(t *testing.T) {
 		{"sink type not a word", strings.Replace(minimal, "type: parquet", "type: [parquet]", 1), "line 7: sinks.0.type: expected a single value, got a list"},
 		{"unknown sink type before its keys", strings.Replace(minimal, "type: parquet", "type: csv", 1), `line 7: sinks.0.type: unknown sink "csv" (parquet, jsonl, kafka, pgvector)`},
 		{"kafka key", minimal + "transport:\n  kafka:\n    broker: [b:9092]\n", "line 11: transport.kafka.broker: unknown key; did you mean transport.kafka.brokers?"},
-		{"nothing near", minimal + "colour: red\n", "line 9: colour: unknown key (a pipeline file takes version, name, source, runtime, gn, chunking, batching, cache, aggregate, sinks, dead_letter, run, transport)"},
+		{"nothing near", minimal + "colour: red\n", "line 9: colour: unknown key (a pipeline file takes version, name, source, runtime, gn, chunking, batching, cache, aggregate, sinks, dead_letter, run, transport, s3)"},
 		{"nothing near in a section", minimal + "cache:\n  colour: red\n", "line 10: cache.colour: unknown key (cache takes dir, rows_per_shard)"},
 		{"written twice", minimal + "chunking:\n  k: 256\n  k: 128\n", "line 11: chunking.k: written twice (also on line 10)"},
 		{"whole number", minimal + "chunking:\n  k: abc\n", `line 10: chunking.k: "abc" is not a whole number`},

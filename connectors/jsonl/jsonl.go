@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/connectors/textpolicy"
+	"github.com/reignpipe/reignpipe/internal/objstore"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -88,7 +88,7 @@ func defaultSource(path string) string {
 type Reader struct {
 	path, base, source string
 	keepEmpty          bool
-	f                  *os.File
+	f                  objstore.File
 	br                 *bufio.Reader
 	closeDec           func()
 	line               int64
@@ -115,22 +115,25 @@ func (c countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Open opens the file and detects its compression.
-func Open(opts Options) (*Reader, error) {
+// Open opens a local file and detects its compression.
+func Open(opts Options) (*Reader, error) { return OpenIn(context.Background(), nil, opts) }
+
+// OpenIn is Open for a path that may be an s3:// object, reached through st (nil: local
+// only); ctx bounds the requests made while the object is read, until Close. The object is
+// streamed, never copied to disk.
+func OpenIn(ctx context.Context, st *objstore.Store, opts Options) (*Reader, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	f, err := os.Open(opts.Path)
+	if st == nil {
+		st = objstore.Local
+	}
+	f, err := st.Open(ctx, opts.Path)
 	if err != nil {
 		return nil, fmt.Errorf("jsonl: %w", err)
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("jsonl: %w", err)
-	}
-	r := &Reader{path: opts.Path, base: filepath.Base(opts.Path), source: opts.Source, keepEmpty: opts.KeepEmpty, f: f,
-		size: st.Size(), scratch: textpolicy.Counts{}, closeDec: func() {}, maxLine: opts.MaxLineBytes}
+	r := &Reader{path: opts.Path, base: objstore.Base(opts.Path), source: opts.Source, keepEmpty: opts.KeepEmpty, f: f,
+		size: f.Size(), scratch: textpolicy.Counts{}, closeDec: func() {}, maxLine: opts.MaxLineBytes}
 	if r.maxLine <= 0 {
 		r.maxLine = defaultMaxLine
 	}

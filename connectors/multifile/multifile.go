@@ -9,21 +9,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"sort"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/internal/objstore"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
-// OpenFunc opens one file as a source.
-type OpenFunc func(path string) (connectors.Source, error)
+// OpenFunc opens one file (a local path or an s3:// object) as a source; ctx is the Read call's
+// that reaches the file, and bounds the requests made for it.
+type OpenFunc func(ctx context.Context, path string) (connectors.Source, error)
 
 // Source chains the sources of several files.
 type Source struct {
 	open    OpenFunc
 	files   []string
+	sizes   []int64
 	next    int
 	cur     connectors.Source
 	done    connectors.SourceStats // files finished
@@ -31,49 +31,28 @@ type Source struct {
 	curSize int64
 }
 
-// Expand lists the files a path names: a directory's regular files, a glob's matches, or the
-// path itself; sorted by name.
-func Expand(path string) ([]string, error) {
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		entries, err := os.ReadDir(path)
-		if err != nil {
-			return nil, err
-		}
-		var files []string
-		for _, e := range entries {
-			if e.Type().IsRegular() && e.Name()[0] != '.' {
-				files = append(files, filepath.Join(path, e.Name()))
-			}
-		}
-		sort.Strings(files)
-		return files, nil
-	}
-	files, err := filepath.Glob(path)
-	if err != nil {
-		return nil, fmt.Errorf("%q is not a valid glob pattern: %w", path, err)
-	}
-	sort.Strings(files)
-	return files, nil
-}
-
-// Open reads every file path names (see Expand) with open, in name order.
-func Open(path string, open OpenFunc) (*Source, error) {
+// Open reads every file path names with open, in name order: a directory's (or an s3://
+// prefix's) files, a glob's matches, or the path itself (objstore.Store.List). st reaches
+// s3:// paths (nil: local only).
+func Open(ctx context.Context, st *objstore.Store, path string, open OpenFunc) (*Source, error) {
 	if open == nil {
 		return nil, errors.New("multifile: no OpenFunc")
 	}
-	files, err := Expand(path)
+	if st == nil {
+		st = objstore.Local
+	}
+	objs, err := st.List(ctx, path)
 	if err != nil {
 		return nil, err
 	}
-	if len(files) == 0 {
-		fi, err := os.Stat(path)
-		return nil, &NoInputError{Path: path, EmptyDir: err == nil && fi.IsDir()}
+	if len(objs) == 0 {
+		isDir, _ := st.IsDir(ctx, path)
+		return nil, &NoInputError{Path: path, EmptyDir: isDir}
 	}
-	s := &Source{open: open, files: files, done: connectors.SourceStats{Skipped: map[string]int64{}}}
-	for _, f := range files {
-		if fi, err := os.Stat(f); err == nil {
-			s.total += fi.Size()
-		}
+	s := &Source{open: open, done: connectors.SourceStats{Skipped: map[string]int64{}}}
+	for _, o := range objs {
+		s.files, s.sizes = append(s.files, o.Path), append(s.sizes, o.Size)
+		s.total += o.Size
 	}
 	return s, nil
 }
@@ -102,17 +81,14 @@ func (s *Source) Read(ctx context.Context) (schemas.Document, connectors.AckFunc
 			if s.next >= len(s.files) {
 				return schemas.Document{}, nil, io.EOF
 			}
-			f := s.files[s.next]
+			f, size := s.files[s.next], s.sizes[s.next]
 			s.next++
-			src, err := s.open(f)
+			src, err := s.open(ctx, f)
 			if err != nil {
 				return schemas.Document{}, nil, fmt.Errorf("%s: %w", f, err)
 			}
 			s.cur = src
-			s.curSize = 0
-			if fi, err := os.Stat(f); err == nil {
-				s.curSize = fi.Size()
-			}
+			s.curSize = size
 		}
 		doc, ack, err := s.cur.Read(ctx)
 		if !errors.Is(err, io.EOF) {

@@ -23,9 +23,11 @@ func TestReadsFilesInNameOrder(t *testing.T) {
 	write("b.jsonl", `{"id": 3, "text": "three"}`+"\n"+`{"id": 4, "text": " "}`+"\n")
 	write("a.jsonl", `{"id": 1, "text": "one"}`+"\n"+`{"id": 2, "text": "two"}`+"\n")
 	write(".hidden", "not read")
-	open := func(p string) (connectors.Source, error) { return jsonl.Open(jsonl.Options{Path: p, Source: "t"}) }
+	open := func(_ context.Context, p string) (connectors.Source, error) {
+		return jsonl.Open(jsonl.Options{Path: p, Source: "t"})
+	}
 	for _, path := range []string{dir, filepath.Join(dir, "*.jsonl")} {
-		s, err := Open(path, open)
+		s, err := Open(context.Background(), nil, path, open)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,7 +51,7 @@ func TestReadsFilesInNameOrder(t *testing.T) {
 		}
 		s.Close(context.Background())
 	}
-	if _, err := Open(filepath.Join(dir, "*.xml"), open); err == nil {
+	if _, err := Open(context.Background(), nil, filepath.Join(dir, "*.xml"), open); err == nil {
 		t.Fatal("empty match accepted")
 	}
 }
@@ -63,7 +65,9 @@ func TestTextCountsAddUp(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s, err := Open(dir, func(p string) (connectors.Source, error) { return jsonl.Open(jsonl.Options{Path: p, Source: "t"}) })
+	s, err := Open(context.Background(), nil, dir, func(_ context.Context, p string) (connectors.Source, error) {
+		return jsonl.Open(jsonl.Options{Path: p, Source: "t"})
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

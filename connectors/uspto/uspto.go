@@ -13,8 +13,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +21,7 @@ import (
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/connectors/textpolicy"
 	"github.com/reignpipe/reignpipe/connectors/uspto/patentxml"
+	"github.com/reignpipe/reignpipe/internal/objstore"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -111,7 +110,7 @@ func Text(p patentxml.Patent, sections []string) string {
 type Reader struct {
 	opts     Options
 	base     string
-	f        *os.File
+	f        objstore.File
 	members  []*zip.File // nil for a plain .xml file
 	nextMem  int
 	cur      io.ReadCloser
@@ -133,28 +132,27 @@ var _ connectors.Source = (*Reader)(nil)
 // Open opens the file. A zip archive (detected from its content) is read member by member:
 // every member whose name ends in .xml, in name order, each streamed. BytesTotal is then the
 // members' uncompressed size, so that progress is measured in the same bytes as BytesRead.
-func Open(opts Options) (*Reader, error) {
+func Open(opts Options) (*Reader, error) { return OpenIn(context.Background(), nil, opts) }
+
+// OpenIn is Open for a path that may be an s3:// object, reached through st (nil: local only);
+// ctx bounds the requests made while it is read, until Close. A zip object is read by ranged
+// GETs (its directory, then each member), plain XML streamed: neither is copied to disk.
+func OpenIn(ctx context.Context, st *objstore.Store, opts Options) (*Reader, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	f, err := os.Open(opts.Path)
+	if st == nil {
+		st = objstore.Local
+	}
+	f, err := st.Open(ctx, opts.Path)
 	if err != nil {
 		return nil, fmt.Errorf("uspto: %w", err)
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("uspto: %w", err)
-	}
-	r := &Reader{opts: opts, base: filepath.Base(opts.Path), f: f}
+	r := &Reader{opts: opts, base: objstore.Base(opts.Path), f: f}
 	magic := make([]byte, 4)
-	n, _ := io.ReadFull(f, magic)
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("uspto: %w", err)
-	}
+	n, _ := f.ReadAt(magic, 0)
 	if n == 4 && string(magic) == "PK\x03\x04" {
-		zr, err := zip.NewReader(f, st.Size())
+		zr, err := zip.NewReader(f, f.Size())
 		if err != nil {
 			f.Close()
 			return nil, fmt.Errorf("uspto: %s: %w", r.base, err)
@@ -167,7 +165,7 @@ func Open(opts Options) (*Reader, error) {
 		}
 		slices.SortFunc(r.members, func(a, b *zip.File) int { return strings.Compare(a.Name, b.Name) })
 	} else {
-		r.plainXML, r.total = true, st.Size()
+		r.plainXML, r.total = true, f.Size()
 	}
 	return r, nil
 }

@@ -158,7 +158,7 @@ func TestTombstonesLeaveTheLiveSet(t *testing.T) {
 					t.Errorf("Latest[%s] = %q (%v), want version %q", id, v.Version, ok, version)
 				}
 			}
-			st := NewStore(dir)
+			st := NewStore(nil, dir)
 			for id := range got {
 				q := testVector(id, "").Vector
 				ans, err := st.Search(ctx, "gn-meanpool:fp@1", q, 100, schemas.Exclude{}, true)

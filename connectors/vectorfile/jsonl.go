@@ -9,16 +9,18 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strconv"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/internal/objstore"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
 // JSONLOptions configure NewJSONL.
 type JSONLOptions struct {
-	Dir string
+	Dir string // a folder, or an s3:// prefix opened through Store
+	// Store reaches an s3:// Dir (the pipeline's s3 section); nil: local folders only.
+	Store *objstore.Store
 }
 
 // jsonVector is one line. content_hash is a 16-digit lower-case hex string because JSON
@@ -46,8 +48,7 @@ type jsonVector struct {
 // JSONLSink writes part-<seq>.jsonl files, one JSON object per line. Use from one goroutine at
 // a time.
 type JSONLSink struct {
-	dir  string
-	seq  uint64
+	partSeq
 	part *partFile
 	line bytes.Buffer
 	enc  *json.Encoder
@@ -58,11 +59,11 @@ var _ connectors.Sink = (*JSONLSink)(nil)
 
 // NewJSONL opens a JSONL sink on opts.Dir, continuing its part sequence.
 func NewJSONL(opts JSONLOptions) (*JSONLSink, error) {
-	seq, err := prepareDir(opts.Dir)
+	ps, err := newPartSeq(opts.Store, opts.Dir)
 	if err != nil {
 		return nil, err
 	}
-	s := &JSONLSink{dir: opts.Dir, seq: seq}
+	s := &JSONLSink{partSeq: ps}
 	s.enc = json.NewEncoder(&s.line)
 	s.enc.SetEscapeHTML(false)
 	return s, nil
@@ -79,7 +80,7 @@ func (s *JSONLSink) Write(ctx context.Context, v schemas.DocVector) error {
 			return fmt.Errorf("vectorfile: %s: vector[%d] is %v, which JSON cannot represent", v.DocID, i, x)
 		}
 	}
-	return s.append(jsonVector{
+	return s.append(ctx, jsonVector{
 		DocID: v.DocID, Title: v.Title, Source: v.Source, Version: v.Version, NChunks: v.NChunks,
 		NTokens: v.NTokens, ContentHash: fmt.Sprintf("%016x", v.ContentHash), Space: v.Space, Vector: v.Vector,
 		GNSpace: v.GNSpace, GNVector: v.GNVector,
@@ -95,19 +96,19 @@ func (s *JSONLSink) Delete(ctx context.Context, d schemas.Deletion) error {
 	if d.DocID == "" {
 		return errors.New("vectorfile: a deletion without a doc id")
 	}
-	return s.append(jsonVector{DocID: d.DocID, Source: d.Source, Version: d.Version,
+	return s.append(ctx, jsonVector{DocID: d.DocID, Source: d.Source, Version: d.Version,
 		ContentHash: fmt.Sprintf("%016x", 0), Vector: []float32{}, Deleted: true})
 }
 
 // append writes one line to the current part, starting one if needed.
-func (s *JSONLSink) append(j jsonVector) error {
+func (s *JSONLSink) append(ctx context.Context, j jsonVector) error {
 	// Encoding into a buffer first means a failed encode never leaves half a line in the part.
 	s.line.Reset()
 	if err := s.enc.Encode(j); err != nil {
 		return fmt.Errorf("vectorfile: %s: %w", j.DocID, err)
 	}
 	if s.part == nil {
-		p, err := createPart(s.dir, s.seq, extJSONL)
+		p, err := s.create(ctx, extJSONL)
 		if err != nil {
 			return s.fail(err)
 		}
@@ -136,7 +137,7 @@ func (s *JSONLSink) Flush(ctx context.Context) error {
 	if s.part == nil {
 		return nil
 	}
-	err := s.part.commit()
+	err := s.part.commit(ctx)
 	s.part = nil
 	if err != nil {
 		return s.fail(err)
@@ -163,14 +164,14 @@ func (s *JSONLSink) Close(ctx context.Context) error {
 
 // readJSONLPart streams one part. Parts are only visible complete, so any bad line is
 // corruption and an error.
-func readJSONLPart(path string, fn func(schemas.DocVector, bool) error) error {
+func readJSONLPart(ctx context.Context, dir folder, path string, fn func(schemas.DocVector, bool) error) error {
 	// Checked before any record is handed out, so a damaged part yields nothing.
-	if err := verifySum(path); err != nil {
+	if err := verifySum(ctx, dir, path); err != nil {
 		return err
 	}
-	f, err := os.Open(path)
+	f, err := dir.open(ctx, path)
 	if err != nil {
-		return fmt.Errorf("vectorfile: %w", err)
+		return err
 	}
 	defer f.Close()
 	dec := json.NewDecoder(bufio.NewReaderSize(f, 1<<20))

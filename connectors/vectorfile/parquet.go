@@ -16,14 +16,17 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/internal/objstore"
 	"github.com/reignpipe/reignpipe/internal/parquetread"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
 // ParquetOptions configure NewParquet. Dir and Dim are required.
 type ParquetOptions struct {
-	Dir string
-	Dim int
+	Dir string // a folder, or an s3:// prefix opened through Store
+	// Store reaches an s3:// Dir (the pipeline's s3 section); nil: local folders only.
+	Store *objstore.Store
+	Dim   int
 	// GNDim > 0 adds the gn_space and gn_vector columns (schemas.VectorSchemaWithGN): every
 	// vector written must then carry its GN mean-pool companion of this dimension.
 	GNDim int
@@ -40,11 +43,11 @@ type ParquetOptions struct {
 type ParquetSink struct {
 	opts   ParquetOptions
 	schema *arrow.Schema
-	seq    uint64
-	b      *array.RecordBuilder
-	nbuf   int
-	part   *partFile
-	fw     *pqarrow.FileWriter
+	partSeq
+	b    *array.RecordBuilder
+	nbuf int
+	part *partFile
+	fw   *pqarrow.FileWriter
 	sinkState
 }
 
@@ -64,7 +67,7 @@ func NewParquet(opts ParquetOptions) (*ParquetSink, error) {
 	if opts.Allocator == nil {
 		opts.Allocator = memory.DefaultAllocator
 	}
-	seq, err := prepareDir(opts.Dir)
+	ps, err := newPartSeq(opts.Store, opts.Dir)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +78,7 @@ func NewParquet(opts ParquetOptions) (*ParquetSink, error) {
 	if opts.GNDim > 0 {
 		sc = schemas.VectorSchemaWithGN(opts.Dim, opts.GNDim, opts.Metadata)
 	}
-	return &ParquetSink{opts: opts, schema: sc, seq: seq, b: array.NewRecordBuilder(opts.Allocator, sc)}, nil
+	return &ParquetSink{opts: opts, schema: sc, partSeq: ps, b: array.NewRecordBuilder(opts.Allocator, sc)}, nil
 }
 
 // Write buffers v; a full batch is encoded into the current part.
@@ -110,7 +113,7 @@ func (s *ParquetSink) Write(ctx context.Context, v schemas.DocVector) error {
 		gb.Append(true)
 		gb.ValueBuilder().(*array.Float32Builder).AppendValues(v.GNVector, nil)
 	}
-	return s.appended()
+	return s.appended(ctx)
 }
 
 // Delete appends the deletion's tombstone row (schemas.VectorSchema says its columns); like
@@ -137,7 +140,7 @@ func (s *ParquetSink) Delete(ctx context.Context, d schemas.Deletion) error {
 		s.b.Field(10).(*array.StringBuilder).Append("")
 		appendZeros(s.b.Field(11).(*array.FixedSizeListBuilder), s.opts.GNDim)
 	}
-	return s.appended()
+	return s.appended(ctx)
 }
 
 func appendZeros(b *array.FixedSizeListBuilder, dim int) {
@@ -146,10 +149,10 @@ func appendZeros(b *array.FixedSizeListBuilder, dim int) {
 }
 
 // appended counts a buffered row; a full batch is encoded into the current part.
-func (s *ParquetSink) appended() error {
+func (s *ParquetSink) appended(ctx context.Context) error {
 	s.nbuf++
 	if s.nbuf >= s.opts.BatchRows {
-		return s.writeBatch()
+		return s.writeBatch(ctx)
 	}
 	return nil
 }
@@ -167,12 +170,12 @@ func (s *ParquetSink) fail(err error) error {
 	return err
 }
 
-func (s *ParquetSink) writeBatch() error {
+func (s *ParquetSink) writeBatch(ctx context.Context) error {
 	if s.nbuf == 0 {
 		return nil
 	}
 	if s.part == nil {
-		p, err := createPart(s.opts.Dir, s.seq, extParquet)
+		p, err := s.create(ctx, extParquet)
 		if err != nil {
 			return s.fail(err)
 		}
@@ -214,7 +217,7 @@ func (s *ParquetSink) Flush(ctx context.Context) error {
 	if err := s.usable(ctx); err != nil {
 		return err
 	}
-	if err := s.writeBatch(); err != nil {
+	if err := s.writeBatch(ctx); err != nil {
 		return err
 	}
 	if s.part == nil {
@@ -224,7 +227,7 @@ func (s *ParquetSink) Flush(ctx context.Context) error {
 		return s.fail(fmt.Errorf("vectorfile: close %s: %w", s.part.final, err))
 	}
 	s.fw = nil
-	if err := s.part.commit(); err != nil {
+	if err := s.part.commit(ctx); err != nil {
 		s.part = nil
 		return s.fail(err)
 	}
@@ -264,17 +267,17 @@ func (s *ParquetSink) Close(ctx context.Context) error {
 
 // readParquetPart streams a VectorSchema part. A corrupt file returns an error; the recover
 // turns a panic of the Parquet decoder on malformed bytes into one as well.
-func readParquetPart(path string, mem memory.Allocator, fn func(schemas.DocVector, bool) error) (err error) {
+func readParquetPart(ctx context.Context, dir folder, path string, mem memory.Allocator, fn func(schemas.DocVector, bool) error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("vectorfile: %s: corrupt: %v", path, r)
 		}
 	}()
-	pf, err := parquetread.Open(path)
+	pf, closer, err := dir.openParquet(ctx, path)
 	if err != nil {
 		return fmt.Errorf("vectorfile: %s: %w", path, err)
 	}
-	defer pf.Close()
+	defer closer.Close()
 	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 1024}, mem)
 	if err != nil {
 		return fmt.Errorf("vectorfile: %s: %w", path, err)

@@ -2,15 +2,14 @@ package vectorfile
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"math"
-	"os"
 	"slices"
 	"strings"
 
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/reignpipe/reignpipe/connectors"
+	"github.com/reignpipe/reignpipe/internal/objstore"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -18,12 +17,16 @@ import (
 // (connectors.VectorStore): every newest vector is scored, so it is right by construction and
 // costs one read of the parts per query. Memory is a few dozen bytes per document (its id,
 // version and score), never the vectors.
-type Store struct{ dir string }
+type Store struct {
+	dir string
+	f   folder
+}
 
 var _ connectors.VectorStore = Store{}
 
-// NewStore answers from the part files under dir.
-func NewStore(dir string) Store { return Store{dir: dir} }
+// NewStore answers from the part files under dir, a folder or an s3:// prefix opened through
+// st (nil: local folders only).
+func NewStore(st *objstore.Store, dir string) Store { return Store{dir: dir, f: folderOf(st, dir)} }
 
 // Name says which store answers.
 func (s Store) Name() string { return "files " + s.dir }
@@ -53,19 +56,23 @@ func pick(v *schemas.DocVector, space string) ([]float32, bool) {
 }
 
 // noVectors says the sink's folder does not exist yet, in the user's terms.
-func (s Store) noVectors() error {
-	if _, err := os.Stat(s.dir); errors.Is(err, fs.ErrNotExist) {
+func (s Store) noVectors(ctx context.Context) error {
+	ok, err := s.f.exists(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok {
 		return fmt.Errorf("%s holds no vectors yet (the folder does not exist): run the pipeline first", s.dir)
 	}
 	return nil
 }
 
 func (s Store) Search(ctx context.Context, space string, q []float32, k int, ex schemas.Exclude, _ bool) (*schemas.Answer, error) {
-	if err := s.noVectors(); err != nil {
+	if err := s.noVectors(ctx); err != nil {
 		return nil, err
 	}
 	docs := NewFold[scanned]()
-	err := ReadVectors(s.dir, func(v schemas.DocVector, deleted bool) error {
+	err := readVectors(ctx, s.f, memory.DefaultAllocator, func(v schemas.DocVector, deleted bool) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -102,12 +109,12 @@ func (s Store) Search(ctx context.Context, space string, q []float32, k int, ex 
 }
 
 func (s Store) Lookup(ctx context.Context, space, docID string) (*schemas.DocVector, error) {
-	if err := s.noVectors(); err != nil {
+	if err := s.noVectors(ctx); err != nil {
 		return nil, err
 	}
 	// The document and those its id may be short for (which a deletion may have removed too).
 	docs := NewFold[schemas.DocVector]()
-	err := ReadVectors(s.dir, func(v schemas.DocVector, deleted bool) error {
+	err := readVectors(ctx, s.f, memory.DefaultAllocator, func(v schemas.DocVector, deleted bool) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

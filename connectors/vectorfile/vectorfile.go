@@ -29,13 +29,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/reignpipe/reignpipe/internal/atomicfile"
+	"github.com/reignpipe/reignpipe/internal/objstore"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -91,12 +91,7 @@ func listParts(dir string) ([]partName, error) {
 			parts = append(parts, p)
 		}
 	}
-	sort.Slice(parts, func(i, j int) bool {
-		if parts[i].seq != parts[j].seq {
-			return parts[i].seq < parts[j].seq
-		}
-		return parts[i].ext < parts[j].ext
-	})
+	sortParts(parts)
 	return parts, nil
 }
 
@@ -139,22 +134,22 @@ func prepareDir(dir string) (uint64, error) {
 
 // partFile is a part being written under its temp name.
 type partFile struct {
+	dir        folder
 	f          *os.File
 	w          *bufio.Writer
 	tmp, final string
 	sum        hash.Hash // JSONL parts: sha256 of every byte written, for the checksum file
 }
 
-func createPart(dir string, seq uint64, ext string) (*partFile, error) {
+func createPart(dir folder, seq uint64, ext string) (*partFile, error) {
 	name := fmt.Sprintf("%s%08d%s", partPrefix, seq, ext)
-	final, tmp := filepath.Join(dir, name), filepath.Join(dir, tmpPrefix+name+tmpSuffix)
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	f, tmp, err := dir.tempFor(name)
 	if err != nil {
 		return nil, fmt.Errorf("vectorfile: %w", err)
 	}
 	// bufio.Writer also hides f's Close from the Parquet writer, which would otherwise close
 	// the file before it can be fsynced.
-	p := &partFile{f: f, tmp: tmp, final: final}
+	p := &partFile{dir: dir, f: f, tmp: tmp, final: dir.path(name)}
 	var w io.Writer = f
 	if ext == extJSONL {
 		// Parquet pages and footer carry their own checks; a JSONL line does not, and one
@@ -169,13 +164,17 @@ func createPart(dir string, seq uint64, ext string) (*partFile, error) {
 // sumPath is the checksum file of a part: `sha256sum -c` reads it. Hidden, like the temps, so
 // directory readers do not take it for data.
 func sumPath(part string) string {
+	if objstore.IsS3(part) {
+		i := strings.LastIndex(part, "/")
+		return part[:i+1] + "." + part[i+1:] + sumSuffix
+	}
 	return filepath.Join(filepath.Dir(part), "."+filepath.Base(part)+sumSuffix)
 }
 
 // verifySum checks a part against its checksum file; a part without one (written before
 // checksums existed) passes.
-func verifySum(part string) error {
-	want, err := os.ReadFile(sumPath(part))
+func verifySum(ctx context.Context, dir folder, part string) error {
+	want, err := dir.st.ReadFile(ctx, sumPath(part))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -183,12 +182,12 @@ func verifySum(part string) error {
 		return fmt.Errorf("vectorfile: %w", err)
 	}
 	fields := strings.Fields(string(want))
-	if len(fields) != 2 || fields[1] != filepath.Base(part) {
-		return fmt.Errorf("vectorfile: %s is not a checksum line for %s", sumPath(part), filepath.Base(part))
+	if len(fields) != 2 || fields[1] != objstore.Base(part) {
+		return fmt.Errorf("vectorfile: %s is not a checksum line for %s", sumPath(part), objstore.Base(part))
 	}
-	f, err := os.Open(part)
+	f, err := dir.open(ctx, part)
 	if err != nil {
-		return fmt.Errorf("vectorfile: %w", err)
+		return err
 	}
 	defer f.Close()
 	h := sha256.New()
@@ -201,8 +200,9 @@ func verifySum(part string) error {
 	return nil
 }
 
-// commit makes the part visible complete: flush, fsync, rename, fsync dir.
-func (p *partFile) commit() error {
+// commit makes the part visible complete: flush, fsync, rename, fsync dir (in a bucket:
+// flush, then upload its checksum and the part, completed last).
+func (p *partFile) commit(ctx context.Context) error {
 	if err := p.w.Flush(); err != nil {
 		p.abort()
 		return fmt.Errorf("vectorfile: %w", err)
@@ -214,6 +214,15 @@ func (p *partFile) commit() error {
 	if err := p.f.Close(); err != nil {
 		_ = os.Remove(p.tmp)
 		return fmt.Errorf("vectorfile: %w", err)
+	}
+	if p.dir.remote() {
+		var line []byte
+		if p.sum != nil {
+			line = fmt.Appendf(nil, "%x  %s\n", p.sum.Sum(nil), objstore.Base(p.final))
+		}
+		err := p.dir.publishRemote(ctx, p.tmp, p.final, line)
+		_ = os.Remove(p.tmp)
+		return err
 	}
 	if p.sum != nil {
 		// Durable before the part is visible, so a visible part always has its checksum.
@@ -250,21 +259,26 @@ func (p *partFile) abort() {
 // (deleted false), or a deletion's tombstone (deleted true; v then holds only DocID, Source
 // and Version). It holds one record batch (Parquet) or one line (JSONL) at a time.
 func ReadVectors(dir string, fn func(v schemas.DocVector, deleted bool) error) error {
-	return readVectors(dir, memory.DefaultAllocator, fn)
+	return readVectors(context.Background(), folderOf(nil, dir), memory.DefaultAllocator, fn)
 }
 
-func readVectors(dir string, mem memory.Allocator, fn func(schemas.DocVector, bool) error) error {
-	parts, err := listParts(dir)
+// ReadVectorsIn is ReadVectors for a folder that may be an s3:// prefix, opened through st.
+func ReadVectorsIn(ctx context.Context, st *objstore.Store, dir string, fn func(v schemas.DocVector, deleted bool) error) error {
+	return readVectors(ctx, folderOf(st, dir), memory.DefaultAllocator, fn)
+}
+
+func readVectors(ctx context.Context, dir folder, mem memory.Allocator, fn func(schemas.DocVector, bool) error) error {
+	parts, err := dir.parts(ctx)
 	if err != nil {
 		return err
 	}
 	for _, p := range parts {
-		path := filepath.Join(dir, p.name)
+		path := dir.path(p.name)
 		var err error
 		if p.ext == extParquet {
-			err = readParquetPart(path, mem, fn)
+			err = readParquetPart(ctx, dir, path, mem, fn)
 		} else {
-			err = readJSONLPart(path, fn)
+			err = readJSONLPart(ctx, dir, path, fn)
 		}
 		if err != nil {
 			return err
@@ -330,8 +344,13 @@ func (f *Fold[T]) Live(fn func(docID string, val T)) {
 // Latest returns the newest vector of each DocID in dir that is not deleted (see the package
 // comment for ties). Memory is one vector per document.
 func Latest(dir string) (map[string]schemas.DocVector, error) {
+	return LatestIn(context.Background(), nil, dir)
+}
+
+// LatestIn is Latest for a folder that may be an s3:// prefix, opened through st.
+func LatestIn(ctx context.Context, st *objstore.Store, dir string) (map[string]schemas.DocVector, error) {
 	f := NewFold[schemas.DocVector]()
-	err := ReadVectors(dir, func(v schemas.DocVector, deleted bool) error {
+	err := ReadVectorsIn(ctx, st, dir, func(v schemas.DocVector, deleted bool) error {
 		f.Add(v.DocID, v.Version, deleted, v)
 		return nil
 	})

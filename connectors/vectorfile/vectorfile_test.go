@@ -58,7 +58,7 @@ func sameVector(t *testing.T, got, want schemas.DocVector) {
 func readAll(t *testing.T, dir string, mem memory.Allocator) []schemas.DocVector {
 	t.Helper()
 	var got []schemas.DocVector
-	err := readVectors(dir, mem, func(v schemas.DocVector, deleted bool) error {
+	err := readVectors(context.Background(), folderOf(nil, dir), mem, func(v schemas.DocVector, deleted bool) error {
 		if deleted {
 			t.Fatalf("%s: a tombstone where only vectors were written", v.DocID)
 		}
@@ -371,7 +371,7 @@ func FuzzReadJSONLPart(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_ = readJSONLPart(path, func(v schemas.DocVector, _ bool) error {
+		_ = readJSONLPart(context.Background(), folderOf(nil, filepath.Dir(path)), path, func(v schemas.DocVector, _ bool) error {
 			if v.DocID == "" {
 				t.Fatal("vector without doc id accepted")
 			}
@@ -416,7 +416,7 @@ func FuzzReadParquetPart(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_ = readParquetPart(path, memory.DefaultAllocator, func(v schemas.DocVector, deleted bool) error {
+		_ = readParquetPart(context.Background(), folderOf(nil, filepath.Dir(path)), path, memory.DefaultAllocator, func(v schemas.DocVector, deleted bool) error {
 			if !deleted && len(v.Vector) == 0 {
 				t.Fatal("empty vector decoded")
 			}

@@ -16,6 +16,11 @@
 // directory (or a dot-named temp file, which is ignored) needs no settling at all. A file that
 // still changes while it is read is an error: its inputs past the change are not known to be
 // read, and marking it finished would lose them.
+//
+// Dir may be an S3 prefix (s3://bucket/feed/). An object there is listed only once its PUT or
+// its multipart upload has completed, and then whole (S3 makes both atomic), so an object is
+// read as soon as it is listed, without settling; one replaced while it is read (its ETag
+// changed) is the same error as a local file that changed.
 package watchdir
 
 import (
@@ -33,16 +38,19 @@ import (
 
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/internal/atomicfile"
+	"github.com/reignpipe/reignpipe/internal/objstore"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
 // Options configure a watcher.
 type Options struct {
-	Dir     string
+	Dir     string // a folder, or an s3:// prefix reached through Store
 	Pattern string // glob on file names; default "*"
-	// Open reads one file. Its source must be deterministic: a file is resumed by skipping
-	// the inputs already acked.
-	Open func(path string) (connectors.Source, error)
+	// Store lists and opens Dir's files (nil: local folders only).
+	Store *objstore.Store
+	// Open reads one file; ctx is the Read call's that reaches it. Its source must be
+	// deterministic: a file is resumed by skipping the inputs already acked.
+	Open func(ctx context.Context, path string) (connectors.Source, error)
 	// StateFile holds the per-file checkpoint (required).
 	StateFile string
 	// Poll is how often the directory is listed for new files (default 10s).
@@ -96,7 +104,7 @@ type Watcher struct {
 
 	cur    *progress
 	curSrc connectors.Source
-	curFI  os.FileInfo // the file as it was when it was opened
+	curFI  objstore.Object // the file as it was when it was opened
 }
 
 // Open validates the options and loads the state file.
@@ -114,6 +122,9 @@ func Open(opts Options) (*Watcher, error) {
 	if opts.Pattern == "" {
 		opts.Pattern = "*"
 	}
+	if opts.Store == nil {
+		opts.Store = objstore.Local
+	}
 	if err := patternError(opts.Pattern); err != nil {
 		return nil, fmt.Errorf("watchdir: pattern %w", err)
 	}
@@ -129,7 +140,8 @@ func Open(opts Options) (*Watcher, error) {
 	if opts.now == nil {
 		opts.now = time.Now
 	}
-	if fi, err := os.Stat(opts.Dir); err != nil || !fi.IsDir() {
+	// A prefix needs no object to exist yet: a new feed's bucket is empty until its first upload.
+	if fi, err := os.Stat(opts.Dir); !objstore.IsS3(opts.Dir) && (err != nil || !fi.IsDir()) {
 		return nil, fmt.Errorf("watchdir: %s is not a directory", opts.Dir)
 	}
 	w := &Watcher{opts: opts, st: state{Files: map[string]*fileState{}}, active: map[string]*progress{}, skipped: map[string]int64{}}
@@ -151,18 +163,19 @@ func Open(opts Options) (*Watcher, error) {
 
 // nextFile is the first file by name that is not finished, not being read and settled. When
 // none is, wait is how long until the first unsettled one may be (0 when there is none).
-func (w *Watcher) nextFile() (name string, wait time.Duration, err error) {
-	entries, err := os.ReadDir(w.opts.Dir)
+func (w *Watcher) nextFile(ctx context.Context) (name string, wait time.Duration, err error) {
+	objs, err := w.opts.Store.List(ctx, w.opts.Dir)
 	if err != nil {
 		return "", 0, err
 	}
+	remote := objstore.IsS3(w.opts.Dir)
 	var names []string
-	for _, e := range entries {
-		if !e.Type().IsRegular() || e.Name()[0] == '.' {
-			continue
-		}
-		if ok, _ := filepath.Match(w.opts.Pattern, e.Name()); ok {
-			names = append(names, e.Name())
+	listed := map[string]objstore.Object{}
+	for _, o := range objs {
+		n := objstore.Base(o.Path)
+		if ok, _ := filepath.Match(w.opts.Pattern, n); ok {
+			names = append(names, n)
+			listed[n] = o
 		}
 	}
 	sort.Strings(names)
@@ -175,8 +188,11 @@ func (w *Watcher) nextFile() (name string, wait time.Duration, err error) {
 		if p := w.active[n]; p != nil && p.eof {
 			continue // read to the end, acks still outstanding
 		}
+		if remote {
+			return n, 0, nil // listed means complete (see the package comment)
+		}
 		// Files are taken in name order: a later file does not jump an unsettled earlier one.
-		fi, err := os.Stat(filepath.Join(w.opts.Dir, n))
+		fi, err := os.Stat(listed[n].Path)
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				continue // removed since the listing
@@ -195,7 +211,7 @@ func (w *Watcher) nextFile() (name string, wait time.Duration, err error) {
 func (w *Watcher) Read(ctx context.Context) (schemas.Document, connectors.AckFunc, error) {
 	for {
 		if w.curSrc == nil {
-			name, settling, err := w.nextFile()
+			name, settling, err := w.nextFile(ctx)
 			if err != nil {
 				return schemas.Document{}, nil, err
 			}
@@ -214,7 +230,7 @@ func (w *Watcher) Read(ctx context.Context) (schemas.Document, connectors.AckFun
 				}
 				continue
 			}
-			if err := w.startFile(name); err != nil {
+			if err := w.startFile(ctx, name); err != nil {
 				return schemas.Document{}, nil, err
 			}
 		}
@@ -223,7 +239,7 @@ func (w *Watcher) Read(ctx context.Context) (schemas.Document, connectors.AckFun
 		switch {
 		case err == nil, errors.As(err, &bad):
 		case errors.Is(err, io.EOF):
-			if err := w.endFile(); err != nil {
+			if err := w.endFile(ctx); err != nil {
 				return schemas.Document{}, nil, err
 			}
 			continue
@@ -260,13 +276,13 @@ func (w *Watcher) allAcked() bool {
 	return len(w.active) == 0
 }
 
-func (w *Watcher) startFile(name string) error {
-	path := filepath.Join(w.opts.Dir, name)
-	fi, err := os.Stat(path)
+func (w *Watcher) startFile(ctx context.Context, name string) error {
+	path := objstore.Join(w.opts.Dir, name)
+	fi, err := w.opts.Store.Stat(ctx, path)
 	if err != nil {
 		return fmt.Errorf("watchdir: %s: %w", name, err)
 	}
-	src, err := w.opts.Open(path)
+	src, err := w.opts.Open(ctx, path)
 	if err != nil {
 		return fmt.Errorf("watchdir: %s: %w", name, err)
 	}
@@ -289,16 +305,20 @@ func (w *Watcher) startFile(name string) error {
 
 // endFile closes the file read to its end and marks it finished once all of it is acked. A
 // file that changed since it was opened is not finished: the run stops with an error naming it.
-func (w *Watcher) endFile() error {
+func (w *Watcher) endFile(ctx context.Context) error {
 	name := w.cur.name
-	now, err := os.Stat(filepath.Join(w.opts.Dir, name))
-	if err == nil && (now.Size() != w.curFI.Size() || !now.ModTime().Equal(w.curFI.ModTime())) {
+	now, err := w.opts.Store.Stat(ctx, objstore.Join(w.opts.Dir, name))
+	if err == nil && (now.Size != w.curFI.Size || !now.ModTime.Equal(w.curFI.ModTime) || now.ETag != w.curFI.ETag) {
+		if objstore.IsS3(w.opts.Dir) {
+			return fmt.Errorf("watchdir: %s was replaced while it was read (ETag %s when opened, %s at its end): upload each file once, under a new name",
+				now.Path, w.curFI.ETag, now.ETag)
+		}
 		return fmt.Errorf("watchdir: %s changed while it was read (%d bytes, modified %s, when opened; %d bytes, modified %s, at its end): "+
 			"write files elsewhere and rename them into %s, or raise source.settle (now %s)",
-			name, w.curFI.Size(), w.curFI.ModTime().Format(time.RFC3339Nano), now.Size(), now.ModTime().Format(time.RFC3339Nano), w.opts.Dir, w.opts.Settle)
+			name, w.curFI.Size, w.curFI.ModTime.Format(time.RFC3339Nano), now.Size, now.ModTime.Format(time.RFC3339Nano), w.opts.Dir, w.opts.Settle)
 	}
 	st := w.curSrc.Stats()
-	_ = w.curSrc.Close(context.Background())
+	_ = w.curSrc.Close(ctx)
 	w.mu.Lock()
 	for k, v := range st.Skipped {
 		w.skipped[k] += v
@@ -307,7 +327,7 @@ func (w *Watcher) endFile() error {
 	w.cur.eof = true
 	w.finishIfDone(w.cur)
 	w.mu.Unlock()
-	w.cur, w.curSrc, w.curFI = nil, nil, nil
+	w.cur, w.curSrc, w.curFI = nil, nil, objstore.Object{}
 	return nil
 }
 

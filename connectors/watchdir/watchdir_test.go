@@ -40,7 +40,9 @@ func open(t *testing.T, dir, stateFile string, once bool) *Watcher {
 func openWith(t *testing.T, o Options) *Watcher {
 	t.Helper()
 	o.Pattern, o.Poll, o.SaveEvery = "*.jsonl", 20*time.Millisecond, time.Nanosecond
-	o.Open = func(p string) (connectors.Source, error) { return jsonl.Open(jsonl.Options{Path: p, Source: "t"}) }
+	o.Open = func(_ context.Context, p string) (connectors.Source, error) {
+		return jsonl.Open(jsonl.Options{Path: p, Source: "t"})
+	}
 	w, err := Open(o)
 	if err != nil {
 		t.Fatal(err)
@@ -255,7 +257,7 @@ func TestOnceWaitsForUnsettledFile(t *testing.T) {
 }
 
 func TestOptionsValidated(t *testing.T) {
-	ok := func(string) (connectors.Source, error) { return nil, nil }
+	ok := func(context.Context, string) (connectors.Source, error) { return nil, nil }
 	dir := t.TempDir()
 	for name, o := range map[string]Options{
 		"no dir":      {Open: ok, StateFile: "s"},

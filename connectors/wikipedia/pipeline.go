@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -165,7 +164,7 @@ func (r *Reader) scanSegment(ctx context.Context, run *segRun, send func(batch) 
 	if run.seg.missing != nil {
 		return s.loseMissing(ctx)
 	}
-	f, err := os.Open(r.opts.Path)
+	f, err := r.opts.Store.Open(ctx, r.opts.Path)
 	if err != nil {
 		return err
 	}

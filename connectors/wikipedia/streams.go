@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/dsnet/compress/bzip2"
 
 	"github.com/reignpipe/reignpipe/connectors/wikipedia/exportxml"
 	"github.com/reignpipe/reignpipe/connectors/wikipedia/multistream"
+	"github.com/reignpipe/reignpipe/internal/objstore"
 )
 
 // A damaged bz2 stream costs only its own pages. A stream is decompressed whole before it is
@@ -36,12 +36,12 @@ const maxStreamBuffer = 64 << 20
 var wholeStreamSearch int64 = 16 << 20 // a variable for tests of the other path
 
 // stream scans one multistream segment.
-func (s *segScan) stream(ctx context.Context, f *os.File) error {
+func (s *segScan) stream(ctx context.Context, f objstore.File) error {
 	return s.whole(ctx, f, s.run.seg.off, s.run.seg.end, s.run.seg.first)
 }
 
 // whole decompresses the stream(s) in [off, end) before scanning them.
-func (s *segScan) whole(ctx context.Context, f *os.File, off, end int64, first bool) error {
+func (s *segScan) whole(ctx context.Context, f objstore.File, off, end int64, first bool) error {
 	if err := multistream.CheckStreamStart(f, off); err != nil {
 		return s.lose(ctx, off, end, err, nil)
 	}
@@ -263,7 +263,7 @@ func (m markErrors) Read(p []byte) (int, error) {
 
 // resyncing reads a bz2 dump without an index front to back, one stream at a time where it
 // can find where each ends.
-func (s *segScan) resyncing(ctx context.Context, f *os.File) error {
+func (s *segScan) resyncing(ctx context.Context, f objstore.File) error {
 	seg := s.run.seg
 	for start := seg.off; start < seg.end; {
 		first := start == seg.off && seg.first
@@ -294,7 +294,7 @@ func (s *segScan) resyncing(ctx context.Context, f *os.File) error {
 // streamFrom reads from start to the end as it decompresses. When decompression fails, the
 // pages handed out so far stand, the loss is one dead letter, and it returns the next stream
 // header past the point of failure (none in a file of one stream: the rest is lost).
-func (s *segScan) streamFrom(ctx context.Context, f *os.File, start int64, first bool) (int64, bool, error) {
+func (s *segScan) streamFrom(ctx context.Context, f objstore.File, start int64, first bool) (int64, bool, error) {
 	seg := s.run.seg
 	// The bz2 reader takes a bufio.Reader as it is, so its InputOffset is exact: the next
 	// stream cannot start before it.

@@ -24,8 +24,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
-	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
@@ -35,6 +33,7 @@ import (
 	"github.com/reignpipe/reignpipe/connectors/wikipedia/exportxml"
 	"github.com/reignpipe/reignpipe/connectors/wikipedia/multistream"
 	"github.com/reignpipe/reignpipe/connectors/wikipedia/wikitext"
+	"github.com/reignpipe/reignpipe/internal/objstore"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -57,6 +56,10 @@ type Options struct {
 	// MaxPageBytes bounds a <page> element held in memory; a longer page is a bad input,
 	// skipped without being held (0 = 256 MiB, the most there is).
 	MaxPageBytes int
+	// Store opens Path and Index where they are s3:// objects (nil: local files only). A
+	// multistream dump in a bucket is read by ranged GETs, each stream on its own (retried
+	// on its own), Workers at a time; nothing is copied to disk.
+	Store *objstore.Store
 	// DeleteMissing hands out, once the whole dump was read without losing a stream, a
 	// deletion record for every article of the last complete read that this dump no longer
 	// has (see sync.go). The articles are kept at ArticlesPath, which it requires.
@@ -131,18 +134,25 @@ var _ connectors.Source = (*Reader)(nil)
 var leadingWiki = regexp.MustCompile(`^[a-z]+wiki`)
 
 // Open checks the dump (and index) and starts reading it.
-func Open(opts Options) (*Reader, error) {
+func Open(opts Options) (*Reader, error) { return OpenIn(context.Background(), opts) }
+
+// OpenIn is Open with ctx bounding what opening reads (the dump's head, the index), for a
+// dump in a bucket.
+func OpenIn(ctx context.Context, opts Options) (*Reader, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	st, err := os.Stat(opts.Path)
+	if opts.Store == nil {
+		opts.Store = objstore.Local
+	}
+	st, err := opts.Store.Stat(ctx, opts.Path)
 	if err != nil {
 		return nil, fmt.Errorf("wikipedia: %w", err)
 	}
 	r := &Reader{
 		opts:       opts,
-		base:       filepath.Base(opts.Path),
-		size:       st.Size(),
+		base:       objstore.Base(opts.Path),
+		size:       st.Size,
 		namespaces: map[int]bool{},
 		skipped:    map[string]int64{},
 		text:       map[string]int64{},
@@ -163,23 +173,26 @@ func Open(opts Options) (*Reader, error) {
 	if workers == 0 {
 		workers = runtime.NumCPU()
 	}
-	if err := r.sniff(); err != nil {
+	if err := r.sniff(ctx); err != nil {
 		return nil, err
 	}
 	r.segs = []segment{{off: 0, end: r.size, first: true}}
 	idx := opts.Index
 	if idx == "" && !opts.Sequential {
-		idx = multistream.IndexPath(opts.Path)
+		idx = multistream.IndexPathWith(opts.Path, func(p string) bool {
+			_, err := opts.Store.Stat(ctx, p)
+			return err == nil
+		})
 	}
 	if idx != "" {
 		if r.comp != compBzip2 {
 			return nil, fmt.Errorf("wikipedia: index %s given but %s is not bz2", idx, r.base)
 		}
-		offs, err := multistream.ReadIndex(idx)
+		offs, err := r.readIndex(ctx, idx)
 		if err != nil {
 			return nil, fmt.Errorf("wikipedia: %w", err)
 		}
-		if err := r.checkFirstStream(offs[0]); err != nil {
+		if err := r.checkFirstStream(ctx, offs[0]); err != nil {
 			return nil, fmt.Errorf("wikipedia: index %s: %w", idx, err)
 		}
 		r.segs, r.multistream, r.index = segmentsFor(offs, r.size), true, idx
@@ -198,8 +211,17 @@ func Open(opts Options) (*Reader, error) {
 	return r, nil
 }
 
-func (r *Reader) checkFirstStream(off int64) error {
-	f, err := os.Open(r.opts.Path)
+func (r *Reader) readIndex(ctx context.Context, idx string) ([]int64, error) {
+	f, err := r.opts.Store.Open(ctx, idx)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return multistream.ReadIndexFrom(idx, f)
+}
+
+func (r *Reader) checkFirstStream(ctx context.Context, off int64) error {
+	f, err := r.opts.Store.Open(ctx, r.opts.Path)
 	if err != nil {
 		return err
 	}
@@ -208,20 +230,17 @@ func (r *Reader) checkFirstStream(off int64) error {
 }
 
 // sniff reads the first bytes to learn the compression and the text encoding.
-func (r *Reader) sniff() error {
-	f, err := os.Open(r.opts.Path)
+func (r *Reader) sniff(ctx context.Context) error {
+	f, err := r.opts.Store.Open(ctx, r.opts.Path)
 	if err != nil {
 		return fmt.Errorf("wikipedia: %w", err)
 	}
 	defer f.Close()
 	var head [4]byte
-	n, _ := io.ReadFull(f, head[:])
+	n, _ := f.ReadAt(head[:], 0)
 	r.head = append([]byte(nil), head[:n]...)
 	r.comp = sniffCompression(head[:n])
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("wikipedia: %w", err)
-	}
-	dec, closeDec, err := decompress(f, r.comp)
+	dec, closeDec, err := decompress(io.NewSectionReader(f, 0, f.Size()), r.comp)
 	if err != nil {
 		return fmt.Errorf("wikipedia: %s: %w", r.base, err)
 	}
@@ -232,12 +251,9 @@ func (r *Reader) sniff() error {
 	}
 	r.enc, r.bom = sniffEncoding(head[:n])
 	r.names = wikitext.DefaultNamespaces()
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("wikipedia: %w", err)
-	}
 	// Workers convert pages in parallel from the first one on, so the namespace names are
 	// read here, before any of them starts.
-	dec2, closeDec2, err := decompress(f, r.comp)
+	dec2, closeDec2, err := decompress(io.NewSectionReader(f, 0, f.Size()), r.comp)
 	if err != nil {
 		return fmt.Errorf("wikipedia: %s: %w", r.base, err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 )
 
@@ -19,6 +20,19 @@ func Open(path string) (*file.Reader, error) {
 	if err != nil {
 		return nil, err
 	}
+	return stripArrowSchema(pf), nil
+}
+
+// OpenReader is Open for a file read through r (an object in a bucket, by ranged reads).
+func OpenReader(r parquet.ReaderAtSeeker) (*file.Reader, error) {
+	pf, err := file.NewParquetReader(r)
+	if err != nil {
+		return nil, err
+	}
+	return stripArrowSchema(pf), nil
+}
+
+func stripArrowSchema(pf *file.Reader) *file.Reader {
 	md := pf.MetaData()
 	kv := md.KeyValueMetadata()
 	kept := kv[:0:0]
@@ -28,7 +42,7 @@ func Open(path string) (*file.Reader, error) {
 		}
 	}
 	md.FileMetaData.KeyValueMetadata = kept
-	return pf, nil
+	return pf
 }
 
 // FloatRow returns row i of a list or fixed_size_list of float32 column, which must hold

@@ -25,6 +25,7 @@ import (
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
 	"github.com/reignpipe/reignpipe/connectors/watchdir"
 	"github.com/reignpipe/reignpipe/connectors/wikipedia"
+	"github.com/reignpipe/reignpipe/internal/objstore"
 	"github.com/reignpipe/reignpipe/pipelines/registry"
 	"github.com/reignpipe/reignpipe/stages/aggregate"
 	"github.com/reignpipe/reignpipe/stages/reign"
@@ -63,15 +64,16 @@ func wikipediaSource() registry.Source {
 		Type:   "wikipedia",
 		Doc:    "MediaWiki pages-articles XML: plain, .bz2 or multistream .bz2 with its index",
 		Config: config,
-		Open: func(_ context.Context, c registry.SourceConfig) (connectors.Source, error) {
+		Open: func(ctx context.Context, c registry.SourceConfig) (connectors.Source, error) {
 			w := settingsOf[*wikipedia.Config](c.Settings, config)
-			if _, err := os.Stat(c.Path); errors.Is(err, fs.ErrNotExist) {
+			if _, err := c.Store.Stat(ctx, c.Path); errors.Is(err, fs.ErrNotExist) {
 				return nil, fmt.Errorf("source.path: %q does not exist%s", c.Path, relativeHint(c.Path))
 			}
 			if w.DeleteMissing && c.StateBase == "" {
 				return nil, errors.New("source.delete_missing: needs the run's state folder (run.state_dir) to keep the articles of the last complete read")
 			}
-			return wikipedia.Open(wikipedia.Options{Path: c.Path, Index: w.Index, Source: c.Name, Workers: w.Workers, MaxPageBytes: int(markupBound(c.MaxDocBytes)),
+			return wikipedia.OpenIn(ctx, wikipedia.Options{Path: c.Path, Index: w.Index, Source: c.Name, Workers: w.Workers,
+				MaxPageBytes: int(markupBound(c.MaxDocBytes)), Store: c.Store,
 				DeleteMissing: w.DeleteMissing, ArticlesPath: c.StateBase + ".wikipedia-articles"})
 		},
 	}
@@ -81,9 +83,9 @@ func jsonlSource() registry.Source {
 	config := func() any { return &watchdir.Config{} }
 	return registry.Source{
 		Type: "jsonl", Doc: "one JSON document per line (id, title, text)", Config: config,
-		Open: func(_ context.Context, c registry.SourceConfig) (connectors.Source, error) {
-			return files(c, *settingsOf[*watchdir.Config](c.Settings, config), func(p string) (connectors.Source, error) {
-				return jsonl.Open(jsonl.Options{Path: p, Source: c.Name, MaxLineBytes: jsonlLineBound(c.MaxDocBytes)})
+		Open: func(ctx context.Context, c registry.SourceConfig) (connectors.Source, error) {
+			return files(ctx, c, *settingsOf[*watchdir.Config](c.Settings, config), func(ctx context.Context, p string) (connectors.Source, error) {
+				return jsonl.OpenIn(ctx, c.Store, jsonl.Options{Path: p, Source: c.Name, MaxLineBytes: jsonlLineBound(c.MaxDocBytes)})
 			})
 		},
 	}
@@ -154,10 +156,10 @@ func usptoSource() registry.Source {
 	config := func() any { return &USPTOConfig{} }
 	return registry.Source{
 		Type: "uspto", Doc: "USPTO full-text grants and applications, .xml or .zip", Config: config,
-		Open: func(_ context.Context, c registry.SourceConfig) (connectors.Source, error) {
+		Open: func(ctx context.Context, c registry.SourceConfig) (connectors.Source, error) {
 			u := settingsOf[*USPTOConfig](c.Settings, config)
-			return files(c, u.Files, func(p string) (connectors.Source, error) {
-				return uspto.Open(uspto.Options{Path: p, Sections: u.Text.Sections, MaxDocBytes: markupBound(c.MaxDocBytes)})
+			return files(ctx, c, u.Files, func(ctx context.Context, p string) (connectors.Source, error) {
+				return uspto.OpenIn(ctx, c.Store, uspto.Options{Path: p, Sections: u.Text.Sections, MaxDocBytes: markupBound(c.MaxDocBytes)})
 			})
 		},
 	}
@@ -188,14 +190,19 @@ func markupBound(maxDocBytes int64) int64 {
 
 // files opens a path of per-file sources: watched, or a fixed set read once. A path that
 // names no input is reported as source.path's, the key the user wrote it under.
-func files(c registry.SourceConfig, w watchdir.Config, open func(string) (connectors.Source, error)) (connectors.Source, error) {
+func files(ctx context.Context, c registry.SourceConfig, w watchdir.Config, open func(context.Context, string) (connectors.Source, error)) (connectors.Source, error) {
 	if w.Watch {
-		if fi, err := os.Stat(c.Path); err != nil || !fi.IsDir() {
-			return nil, fmt.Errorf("source.path: %q is not a folder (source.watch: true reads the files that arrive in a folder)%s", c.Path, relativeHint(c.Path))
+		if objstore.IsS3(c.Path) {
+			// An empty prefix is a feed yet to start; a bucket that cannot be listed is an error now.
+			if _, err := c.Store.List(ctx, c.Path); err != nil {
+				return nil, fmt.Errorf("source.path: %w", err)
+			}
+		} else if isDir, err := c.Store.IsDir(ctx, c.Path); err != nil || !isDir {
+			return nil, fmt.Errorf("source.path: %q is not a folder (source.watch: true reads the files that arrive in a folder or an s3:// prefix)%s", c.Path, relativeHint(c.Path))
 		}
-		return watchdir.Open(watchdir.Options{Dir: c.Path, Pattern: w.Pattern, Open: open, StateFile: c.StateFile, Poll: w.Poll, Settle: w.Settle})
+		return watchdir.Open(watchdir.Options{Dir: c.Path, Store: c.Store, Pattern: w.Pattern, Open: open, StateFile: c.StateFile, Poll: w.Poll, Settle: w.Settle})
 	}
-	s, err := multifile.Open(c.Path, open)
+	s, err := multifile.Open(ctx, c.Store, c.Path, open)
 	if err != nil {
 		var none *multifile.NoInputError
 		if errors.As(err, &none) && !none.EmptyDir {
@@ -209,7 +216,7 @@ func files(c registry.SourceConfig, w watchdir.Config, open func(string) (connec
 // relativeHint says where a relative input path was looked for: the directory reignpipe runs
 // in, not the pipeline file's.
 func relativeHint(path string) string {
-	if filepath.IsAbs(path) {
+	if filepath.IsAbs(path) || objstore.IsS3(path) {
 		return ""
 	}
 	wd, err := os.Getwd()
@@ -219,22 +226,22 @@ func relativeHint(path string) string {
 	return fmt.Sprintf(" (relative paths are read from the directory reignpipe runs in, %s)", wd)
 }
 
-func openParquet(dir string, env registry.SinkEnv) (connectors.Sink, error) {
-	return vectorfile.NewParquet(vectorfile.ParquetOptions{Dir: dir, Dim: env.Dim, GNDim: env.GNDim, Metadata: env.Meta})
+func openParquet(st *objstore.Store, dir string, env registry.SinkEnv) (connectors.Sink, error) {
+	return vectorfile.NewParquet(vectorfile.ParquetOptions{Dir: dir, Store: st, Dim: env.Dim, GNDim: env.GNDim, Metadata: env.Meta})
 }
 
-func openJSONL(dir string, _ registry.SinkEnv) (connectors.Sink, error) {
-	return vectorfile.NewJSONL(vectorfile.JSONLOptions{Dir: dir})
+func openJSONL(st *objstore.Store, dir string, _ registry.SinkEnv) (connectors.Sink, error) {
+	return vectorfile.NewJSONL(vectorfile.JSONLOptions{Dir: dir, Store: st})
 }
 
 // fileSink is a sink writing part files into sinks[].dir.
-func fileSink(typ, doc string, open func(dir string, env registry.SinkEnv) (connectors.Sink, error)) registry.Sink {
+func fileSink(typ, doc string, open func(st *objstore.Store, dir string, env registry.SinkEnv) (connectors.Sink, error)) registry.Sink {
 	config := func() any { return &vectorfile.Config{} }
 	return registry.Sink{
 		Type: typ, Doc: doc, Config: config,
 		Open: func(_ context.Context, c registry.SinkConfig, env registry.SinkEnv) (connectors.Sink, error) {
 			dir := settingsOf[*vectorfile.Config](c.Settings, config).Dir
-			s, err := open(dir, env)
+			s, err := open(c.Store, dir, env)
 			if err != nil {
 				return nil, fmt.Errorf("sink %s %s: %w", c.Type, dir, err)
 			}
@@ -242,7 +249,7 @@ func fileSink(typ, doc string, open func(dir string, env registry.SinkEnv) (conn
 		},
 		Output: func(c registry.SinkConfig) string { return c.Dir() },
 		Store: func(_ context.Context, c registry.SinkConfig) (connectors.VectorStore, error) {
-			return vectorfile.NewStore(c.Dir()), nil
+			return vectorfile.NewStore(c.Store, c.Dir()), nil
 		},
 	}
 }

@@ -34,7 +34,7 @@ func TestSourcePathMessages(t *testing.T) {
 		{"jsonl, an empty folder", registry.SourceConfig{Type: "jsonl", Path: empty}, `source.path: the folder "` + empty + `" holds no input files`},
 		{"uspto, nothing there", registry.SourceConfig{Type: "uspto", Path: filepath.Join(dir, "ipg*.zip")}, "source.path: no input file matches"},
 		{"watched folder missing", registry.SourceConfig{Type: "jsonl", Path: filepath.Join(dir, "inbox"), Settings: &watchdir.Config{Watch: true}, StateFile: filepath.Join(dir, "s.json")},
-			"source.path: \"" + filepath.Join(dir, "inbox") + "\" is not a folder (source.watch: true reads the files that arrive in a folder)"},
+			"source.path: \"" + filepath.Join(dir, "inbox") + "\" is not a folder (source.watch: true reads the files that arrive in a folder or an s3:// prefix)"},
 		{"wikipedia dump missing", registry.SourceConfig{Type: "wikipedia", Path: filepath.Join(dir, "enwiki.xml.bz2")},
 			`source.path: "` + filepath.Join(dir, "enwiki.xml.bz2") + `" does not exist`},
 	}

@@ -1,5 +1,7 @@
 package registry
 
+import "github.com/reignpipe/reignpipe/internal/objstore"
+
 // The component sections of a pipeline file hold the keys every component of their role reads
 // (type, and for a source path, name and max_doc_bytes) and the keys of the type named there,
 // which the type declares itself as its Settings: the struct its Config returns. The loader
@@ -23,6 +25,8 @@ type SourceConfig struct {
 	// StateFile is where a watched source keeps its per-file checkpoint (set by the runner
 	// from run.state_dir, not by the user).
 	StateFile string `yaml:"-"`
+	// Store opens Path (local, or s3:// as the pipeline's s3 section says); nil: local only.
+	Store *objstore.Store `yaml:"-"`
 	// Pipeline is the pipeline's name (set by the runner), for the names a source derives
 	// from it: the postgres source's replication slot and publication.
 	Pipeline string `yaml:"-"`
@@ -35,6 +39,9 @@ type SourceConfig struct {
 type SinkConfig struct {
 	Type     string `yaml:"type"` // a registered sink type
 	Settings any    `yaml:"-"`    // the keys of the sink type, as SourceConfig.Settings
+	// Store opens the sink's folder where it is an s3:// prefix (the pipeline's s3 section);
+	// nil: local folders only.
+	Store *objstore.Store `yaml:"-"`
 }
 
 // AggregateConfig selects how chunk embeddings become a document vector.

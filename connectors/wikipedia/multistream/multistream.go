@@ -20,12 +20,21 @@ import (
 // IndexPath finds the index beside a multistream dump: "x-multistream.xml.bz2" has
 // "x-multistream-index.txt.bz2" (or an uncompressed .txt).
 func IndexPath(dump string) string {
+	return IndexPathWith(dump, func(p string) bool {
+		st, err := os.Stat(p)
+		return err == nil && st.Mode().IsRegular()
+	})
+}
+
+// IndexPathWith is IndexPath with exists telling whether a candidate is there (an object in a
+// bucket).
+func IndexPathWith(dump string, exists func(string) bool) string {
 	base, ok := strings.CutSuffix(dump, ".xml.bz2")
 	if !ok {
 		return ""
 	}
 	for _, cand := range []string{base + "-index.txt.bz2", base + "-index.txt"} {
-		if st, err := os.Stat(cand); err == nil && st.Mode().IsRegular() {
+		if exists(cand) {
 			return cand
 		}
 	}
@@ -39,6 +48,12 @@ func ReadIndex(path string) ([]int64, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return ReadIndexFrom(path, f)
+}
+
+// ReadIndexFrom is ReadIndex of an index read from f (an object in a bucket); path names it
+// in errors.
+func ReadIndexFrom(path string, f io.Reader) ([]int64, error) {
 	var r io.Reader = bufio.NewReaderSize(f, 1<<16)
 	magic, _ := r.(*bufio.Reader).Peek(3)
 	if string(magic) == "BZh" {

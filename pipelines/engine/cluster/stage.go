@@ -247,7 +247,7 @@ func (e *stageEnv) ingest(ctx context.Context, dl connectors.DeadLetterSink, o S
 		out.Close(context.Background())
 		return nil, err
 	}
-	if why, err := launch.ResumeCheckpoint(&ck, cfg); err != nil {
+	if why, err := launch.ResumeCheckpoint(ctx, &ck, cfg); err != nil {
 		out.Close(context.Background())
 		return nil, err
 	} else if why != "" {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/connectors/deadletter"
-	"github.com/reignpipe/reignpipe/connectors/multifile"
 	"github.com/reignpipe/reignpipe/internal/promtext"
 	"github.com/reignpipe/reignpipe/pipelines"
 	"github.com/reignpipe/reignpipe/pipelines/components"
@@ -168,7 +167,7 @@ func Run(ctx context.Context, cfg *pipelines.Config, o Options) (_ *engine.Summa
 	selfCheckpointing := ok && sc.SelfCheckpointing()
 	if selfCheckpointing {
 		ck.Watermark = 0 // the source resumes by itself (or, in memory, reads everything again)
-	} else if why, err := ResumeCheckpoint(&ck, cfg); err != nil {
+	} else if why, err := ResumeCheckpoint(ctx, &ck, cfg); err != nil {
 		return nil, err
 	} else if why != "" {
 		log.Warn("the input changed since the checkpoint; starting from the beginning (cached windows are still reused)",
@@ -341,16 +340,12 @@ func ClearDir(dir string) error {
 
 // ResumeCheckpoint keeps ck's watermark only if the files the source reads still start with
 // the ones it was counted over (see runstate.Checkpoint).
-func ResumeCheckpoint(ck *runstate.Checkpoint, cfg *pipelines.Config) (why string, err error) {
-	paths, err := multifile.Expand(cfg.Source.Path)
+func ResumeCheckpoint(ctx context.Context, ck *runstate.Checkpoint, cfg *pipelines.Config) (why string, err error) {
+	objs, err := cfg.Store().List(ctx, cfg.Source.Path)
 	if err != nil {
 		return "", err
 	}
-	files, err := runstate.StampFiles(paths)
-	if err != nil {
-		return "", err
-	}
-	return ck.Resume(cfg.Name, cfg.Source.Path, files), nil
+	return ck.Resume(cfg.Name, cfg.Source.Path, runstate.StampFiles(objs)), nil
 }
 
 // ConfiguredSinks opens cfg's vector sinks as `reignpipe run` does, for the re-aggregation of a

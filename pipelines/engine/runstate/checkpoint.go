@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/reignpipe/reignpipe/internal/atomicfile"
+	"github.com/reignpipe/reignpipe/internal/objstore"
 )
 
 // Checkpoint is the persisted source position of one pipeline: how many leading inputs of
@@ -37,17 +38,13 @@ type InputFile struct {
 	Size int64  `json:"size"`
 }
 
-// StampFiles stamps the files a source will read, in reading order.
-func StampFiles(paths []string) ([]InputFile, error) {
-	out := make([]InputFile, 0, len(paths))
-	for _, p := range paths {
-		fi, err := os.Stat(p)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, InputFile{Name: p, Size: fi.Size()})
+// StampFiles stamps the files (or objects) a source will read, in reading order.
+func StampFiles(objs []objstore.Object) []InputFile {
+	out := make([]InputFile, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, InputFile{Name: o.Path, Size: o.Size})
 	}
-	return out, nil
+	return out
 }
 
 // Resume makes c the checkpoint of source reading files: its watermark is kept when it still
