@@ -235,9 +235,10 @@ type s3File struct {
 	blockOff int64
 }
 
-// blockBytes is the ReadAt block: small enough to hold one per open object and worker,
-// large enough that a GET's latency is a small part of reading it.
-const blockBytes = 4 << 20
+// blockBytes is the ReadAt block: small enough to hold one per open object and worker, and
+// about one stream of a multistream dump (100 pages, a few hundred KB of bz2), so reading a
+// stream fetches little past its end; large enough that a GET's latency is a small part of it.
+const blockBytes = 1 << 20
 
 func (f *s3File) Name() string { return f.obj.Path }
 func (f *s3File) Size() int64  { return f.obj.Size }
@@ -570,7 +571,7 @@ func (s *s3Store) publish(ctx context.Context, src, dst string) (err error) {
 		out, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: &loc.Bucket, Key: &loc.Key, UploadId: up.UploadId,
 			PartNumber: aws.Int32(n), Body: io.NewSectionReader(f, off, l), ContentLength: aws.Int64(l)})
 		if err != nil {
-			return s.explain("write", loc, err)
+			return s.explain(fmt.Sprintf("write (part %d)", n), loc, err)
 		}
 		parts = append(parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(n)})
 		if size == 0 {
@@ -579,7 +580,15 @@ func (s *s3Store) publish(ctx context.Context, src, dst string) (err error) {
 	}
 	_, err = c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: &loc.Bucket, Key: &loc.Key, UploadId: up.UploadId,
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}})
-	return s.explain("write", loc, err)
+	var re *awshttp.ResponseError
+	if err != nil && errors.As(err, &re) && re.HTTPStatusCode() == http.StatusNotFound {
+		// The SDK retries a completion whose answer it did not get; if the first attempt did
+		// complete, the retry finds no upload. The object then is there, whole, at its size.
+		if o, serr := s.stat(ctx, dst); serr == nil && o.Size == size {
+			return nil
+		}
+	}
+	return s.explain("write (completing the upload)", loc, err)
 }
 
 func (s *s3Store) uploads(ctx context.Context, dir string, each func(key, id string) error) error {
