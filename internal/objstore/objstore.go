@@ -196,9 +196,10 @@ func (st *Store) ReadFile(ctx context.Context, p string) ([]byte, error) {
 }
 
 // Publish makes the local file src visible at dst, complete or not at all: a local dst is a
-// rename (the caller fsyncs), an S3 one a multipart upload from src completed last, aborted on
-// any error (src is then left for the caller). The upload's parts are read from src one at a
-// time, so memory stays at one part whatever the file's size.
+// rename (the caller fsyncs); an S3 one a single PUT when src fits in one part (s3.part_bytes),
+// else a multipart upload from src completed last, aborted on any error (src is then left for
+// the caller). Either is read from src as it is sent, so memory stays at one part whatever the
+// file's size.
 func (st *Store) Publish(ctx context.Context, src, dst string) error {
 	if !IsS3(dst) {
 		return os.Rename(src, dst)

@@ -551,6 +551,13 @@ func (s *s3Store) publish(ctx context.Context, src, dst string) (err error) {
 	if err != nil {
 		return err
 	}
+	size, partBytes := fi.Size(), s.set.PartBytes
+	if size <= partBytes {
+		// One PUT is as atomic as a completed upload and leaves nothing behind when it fails.
+		_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: &loc.Bucket, Key: &loc.Key,
+			Body: io.NewSectionReader(f, 0, size), ContentLength: aws.Int64(size)})
+		return s.explain("write", loc, err)
+	}
 	up, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &loc.Bucket, Key: &loc.Key})
 	if err != nil {
 		return s.explain("write", loc, err)
@@ -565,8 +572,7 @@ func (s *s3Store) publish(ctx context.Context, src, dst string) (err error) {
 		}
 	}()
 	var parts []types.CompletedPart
-	size, partBytes := fi.Size(), s.set.PartBytes
-	for off, n := int64(0), int32(1); off < size || n == 1; off, n = off+partBytes, n+1 {
+	for off, n := int64(0), int32(1); off < size; off, n = off+partBytes, n+1 {
 		l := min(partBytes, size-off)
 		out, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: &loc.Bucket, Key: &loc.Key, UploadId: up.UploadId,
 			PartNumber: aws.Int32(n), Body: io.NewSectionReader(f, off, l), ContentLength: aws.Int64(l)})
@@ -574,9 +580,6 @@ func (s *s3Store) publish(ctx context.Context, src, dst string) (err error) {
 			return s.explain(fmt.Sprintf("write (part %d)", n), loc, err)
 		}
 		parts = append(parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(n)})
-		if size == 0 {
-			break
-		}
 	}
 	_, err = c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: &loc.Bucket, Key: &loc.Key, UploadId: up.UploadId,
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}})
