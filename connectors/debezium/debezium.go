@@ -28,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/reignpipe/reignpipe/connectors/rowcols"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -55,29 +56,7 @@ func DefaultConfig() Config {
 
 // Validate reports the first bad value through bad, by its key ("text_columns").
 func (c Config) Validate(bad func(key, format string, args ...any) error) error {
-	switch {
-	case c.IDColumn == "":
-		return bad("id_column", "name the column holding the document id, e.g. id_column: id")
-	case len(c.TextColumns) == 0:
-		return bad("text_columns", "name at least one column holding the text, e.g. text_columns: [body]")
-	}
-	seen := map[string]string{c.IDColumn: "id_column"}
-	if c.TitleColumn != "" {
-		if k, ok := seen[c.TitleColumn]; ok {
-			return bad("title_column", "%q is already source.%s", c.TitleColumn, k)
-		}
-		seen[c.TitleColumn] = "title_column"
-	}
-	for _, col := range c.TextColumns {
-		if col == "" {
-			return bad("text_columns", "a column name is empty")
-		}
-		if k, ok := seen[col]; ok {
-			return bad("text_columns", "%q is already source.%s", col, k)
-		}
-		seen[col] = "text_columns"
-	}
-	return nil
+	return rowcols.Check(c.IDColumn, c.TitleColumn, c.TextColumns, bad)
 }
 
 // Decoder decodes the change events of one table (or of several with the same columns).

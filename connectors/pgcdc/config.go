@@ -3,6 +3,8 @@ package pgcdc
 import (
 	"regexp"
 	"strings"
+
+	"github.com/reignpipe/reignpipe/connectors/rowcols"
 )
 
 // Config is the postgres source's own keys (source.dsn, source.table, ...), beside the keys
@@ -36,32 +38,12 @@ func (c Config) Validate(bad func(key, format string, args ...any) error) error 
 	switch {
 	case strings.TrimSpace(c.Table) == "":
 		return bad("table", "name the table to follow, e.g. table: public.docs")
-	case c.IDColumn == "":
-		return bad("id_column", "name the column holding the document id, e.g. id_column: id")
-	case len(c.TextColumns) == 0:
-		return bad("text_columns", "name at least one column holding the text, e.g. text_columns: [body]")
 	case c.Slot != "" && !identifier.MatchString(c.Slot):
 		return bad("slot", "%q is not a slot name: lower-case letters, digits and _, at most 63, not starting with a digit", c.Slot)
 	case c.Publication != "" && !identifier.MatchString(c.Publication):
 		return bad("publication", "%q is not a publication name: lower-case letters, digits and _, at most 63, not starting with a digit", c.Publication)
 	}
-	seen := map[string]string{c.IDColumn: "id_column"}
-	if c.TitleColumn != "" {
-		if k, ok := seen[c.TitleColumn]; ok {
-			return bad("title_column", "%q is already source.%s", c.TitleColumn, k)
-		}
-		seen[c.TitleColumn] = "title_column"
-	}
-	for _, col := range c.TextColumns {
-		if col == "" {
-			return bad("text_columns", "a column name is empty")
-		}
-		if k, ok := seen[col]; ok {
-			return bad("text_columns", "%q is already source.%s", col, k)
-		}
-		seen[col] = "text_columns"
-	}
-	return nil
+	return rowcols.Check(c.IDColumn, c.TitleColumn, c.TextColumns, bad)
 }
 
 // DerivedName is the slot and publication name a pipeline gets by default: reignpipe_ and its

@@ -177,12 +177,18 @@ func innermost(err error) error {
 	}
 }
 
-func (s *s3Store) stat(ctx context.Context, p string) (Object, error) {
+// locate parses an s3:// path and returns it with the client that reaches it.
+func (s *s3Store) locate(ctx context.Context, p string) (Location, *s3.Client, error) {
 	loc, err := Parse(p)
 	if err != nil {
-		return Object{}, err
+		return Location{}, nil, err
 	}
 	c, err := s.client(ctx)
+	return loc, c, err
+}
+
+func (s *s3Store) stat(ctx context.Context, p string) (Object, error) {
+	loc, c, err := s.locate(ctx, p)
 	if err != nil {
 		return Object{}, err
 	}
@@ -437,11 +443,7 @@ func (s *s3Store) isPrefix(ctx context.Context, p string) (bool, error) {
 // list: a prefix's objects directly under it, a glob's matches in its last element, or the
 // object itself.
 func (s *s3Store) list(ctx context.Context, p string) ([]Object, error) {
-	loc, err := Parse(p)
-	if err != nil {
-		return nil, err
-	}
-	c, err := s.client(ctx)
+	loc, c, err := s.locate(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -502,11 +504,7 @@ func (s *s3Store) list(ctx context.Context, p string) ([]Object, error) {
 }
 
 func (s *s3Store) put(ctx context.Context, p string, data []byte) error {
-	loc, err := Parse(p)
-	if err != nil {
-		return err
-	}
-	c, err := s.client(ctx)
+	loc, c, err := s.locate(ctx, p)
 	if err != nil {
 		return err
 	}
@@ -516,11 +514,7 @@ func (s *s3Store) put(ctx context.Context, p string, data []byte) error {
 }
 
 func (s *s3Store) remove(ctx context.Context, p string) error {
-	loc, err := Parse(p)
-	if err != nil {
-		return err
-	}
-	c, err := s.client(ctx)
+	loc, c, err := s.locate(ctx, p)
 	if err != nil {
 		return err
 	}
@@ -534,11 +528,7 @@ func (s *s3Store) remove(ctx context.Context, p string) error {
 // publish uploads src as dst in parts of PartBytes, completing the upload last: the object
 // appears whole at CompleteMultipartUpload or not at all. Any failure aborts the upload.
 func (s *s3Store) publish(ctx context.Context, src, dst string) (err error) {
-	loc, err := Parse(dst)
-	if err != nil {
-		return err
-	}
-	c, err := s.client(ctx)
+	loc, c, err := s.locate(ctx, dst)
 	if err != nil {
 		return err
 	}
@@ -595,11 +585,7 @@ func (s *s3Store) publish(ctx context.Context, src, dst string) (err error) {
 }
 
 func (s *s3Store) uploads(ctx context.Context, dir string, each func(key, id string) error) error {
-	loc, err := Parse(dir)
-	if err != nil {
-		return err
-	}
-	c, err := s.client(ctx)
+	loc, c, err := s.locate(ctx, dir)
 	if err != nil {
 		return err
 	}
