@@ -123,7 +123,13 @@ func (s *Server) Shutdown(grace time.Duration) error {
 			case <-stopped:
 			case <-time.After(stragglerWait):
 			}
-			_ = s.srv.Close() // what is left is a body still arriving, or an idle connection
+			// A stopped request's handler has returned, but its 503 may still be on its way
+			// out of the connection: wait (briefly) for the connections to go idle before
+			// closing what is left, a body still arriving or a connection gone quiet.
+			fctx, fcancel := context.WithTimeout(context.Background(), stragglerWait)
+			_ = s.srv.Shutdown(fctx)
+			fcancel()
+			_ = s.srv.Close()
 			<-stopped
 		}
 		s.api.stop()
