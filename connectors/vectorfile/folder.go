@@ -16,9 +16,10 @@ import (
 
 // folder is where a sink's parts live: a local directory, or an S3 prefix (s3://bucket/key).
 // In a bucket a part is written to a local temp file, as on disk, and published at its commit
-// by a multipart upload completed last, so the prefix shows whole parts only, under the same
-// names, each with its checksum object written before it. A sink killed mid-upload leaves an
-// open upload, which the next sink of the prefix aborts; a checksum object whose part never
+// by one PUT (a multipart upload completed last when larger than s3.part_bytes), so the prefix
+// shows whole parts only, under the same names, each with its checksum object written before
+// it. A sink killed mid-upload may leave an open multipart upload, which the next sink of the
+// prefix aborts; a checksum object whose part never
 // appeared is hidden, and overwritten when its sequence number is written again.
 type folder struct {
 	st  *objstore.Store
