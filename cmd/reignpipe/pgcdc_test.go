@@ -30,6 +30,7 @@ import (
 // their text: the GN's work stays small on a test machine), and the pipeline following it.
 type cdcTable struct {
 	dsn, dir, bin, cfg string
+	model, tok         string // the GN's files
 	db                 *pgx.Conn
 	ids                []string // the patents' ids, in insertion order
 	texts              map[string]string
@@ -40,7 +41,7 @@ func newCDCTable(t *testing.T, n int) *cdcTable {
 	dsn := pgtest.Database(t)
 	model, tok := testenv.GN(t, "all-minilm-l6-v2")
 	t.Setenv("REIGNPIPE_ORT_LIB", testenv.ORTLibrary(t))
-	c := &cdcTable{dsn: dsn, dir: t.TempDir(), texts: map[string]string{}}
+	c := &cdcTable{dsn: dsn, dir: t.TempDir(), model: model, tok: tok, texts: map[string]string{}}
 	ctx := context.Background()
 	var err error
 	if c.db, err = pgx.Connect(ctx, dsn); err != nil {
@@ -121,11 +122,17 @@ func (c *cdcTable) exec(t *testing.T, sql string, args ...any) {
 // start runs `reignpipe run` on the pipeline; its output goes to a log shown when the test fails.
 func (c *cdcTable) start(t *testing.T, label string) *exec.Cmd {
 	t.Helper()
+	return c.launch(t, label, "run", c.cfg)
+}
+
+// launch runs reignpipe with args, its output going to a log shown when the test fails.
+func (c *cdcTable) launch(t *testing.T, label string, args ...string) *exec.Cmd {
+	t.Helper()
 	f, err := os.Create(filepath.Join(c.dir, label+".log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(c.bin, "run", c.cfg)
+	cmd := exec.Command(c.bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -1,16 +1,8 @@
 package debezium_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
-	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,59 +10,12 @@ import (
 
 	"github.com/reignpipe/reignpipe/connectors/debezium"
 	"github.com/reignpipe/reignpipe/connectors/kafka"
+	"github.com/reignpipe/reignpipe/internal/connecttest"
 	"github.com/reignpipe/reignpipe/internal/kafkaclient"
 	"github.com/reignpipe/reignpipe/internal/kafkatest"
 	"github.com/reignpipe/reignpipe/internal/pgtest"
-	"github.com/reignpipe/reignpipe/internal/testenv"
 	"github.com/reignpipe/reignpipe/schemas"
 )
-
-// connectURL is the REST URL of the Kafka Connect worker ops/kafka-connect runs
-// (REIGNPIPE_CONNECT_URL, which ops/with-kafka-connect exports), or the one that
-// REIGNPIPE_CONNECT_CTL starts (idempotent: a running worker only prints its URL). Without
-// either the test skips, or fails under REIGNPIPE_STRICT=1.
-func connectURL(t *testing.T, brokers string) string {
-	t.Helper()
-	if u := os.Getenv("REIGNPIPE_CONNECT_URL"); u != "" {
-		return u
-	}
-	ctl := os.Getenv("REIGNPIPE_CONNECT_CTL")
-	if ctl == "" {
-		testenv.Missing(t, "REIGNPIPE_CONNECT_URL and REIGNPIPE_CONNECT_CTL not set: the Debezium tests run against the Kafka Connect worker ops/kafka-connect starts (make test runs them under ops/with-kafka-connect)")
-	}
-	cmd := exec.Command(ctl, "start")
-	cmd.Env = append(os.Environ(), "REIGNPIPE_KAFKA_BROKERS="+brokers)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s start: %v\n%s", ctl, err, out)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	return lines[len(lines)-1]
-}
-
-func rest(t *testing.T, method, u string, body any) (int, []byte) {
-	t.Helper()
-	var r io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, u, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, u, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
-}
 
 func sql(t *testing.T, dsn string, stmts ...string) {
 	t.Helper()
@@ -96,12 +41,7 @@ func sql(t *testing.T, dsn string, stmts ...string) {
 func TestDebeziumPostgres(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
 	dsn := pgtest.Database(t)
-	connect := connectURL(t, brokers)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := strings.TrimPrefix(u.Path, "/")
+	connect := connecttest.URL(t, brokers)
 	sql(t, dsn,
 		"CREATE TABLE articles (id bigint PRIMARY KEY, title text, body text)",
 		"INSERT INTO articles VALUES (1, 'One', 'first body'), (2, 'Two', 'second body'), (3, 'Three', 'third body')")
@@ -114,49 +54,7 @@ func TestDebeziumPostgres(t *testing.T) {
 	}
 	var runs []*run
 	for _, schemasEnable := range []bool{true, false} {
-		// Names no other test uses: a slot and a publication are the database's, a topic
-		// prefix and a connector name the cluster's.
-		prefix := kafkatest.Topic(t, fmt.Sprintf("dbz-schemas-%v", schemasEnable))
-		ident := strings.NewReplacer("-", "_", ".", "_").Replace(strings.ToLower(prefix))
-		name := prefix
-		config := map[string]string{
-			"connector.class":   "io.debezium.connector.postgresql.PostgresConnector",
-			"database.hostname": u.Hostname(), "database.port": u.Port(), "database.user": u.User.Username(),
-			"database.password": "unused (trust)", "database.dbname": db,
-			"topic.prefix": prefix, "table.include.list": "public.articles",
-			"plugin.name": "pgoutput", "slot.name": ident, "publication.name": ident,
-			"publication.autocreate.mode": "filtered", "snapshot.mode": "initial",
-			// The broker creates no topic on first use: the worker creates Debezium's.
-			"topic.creation.default.replication.factor": "1", "topic.creation.default.partitions": "1",
-			"value.converter":                "org.apache.kafka.connect.json.JsonConverter",
-			"value.converter.schemas.enable": fmt.Sprint(schemasEnable),
-		}
-		if code, body := rest(t, http.MethodPut, connect+"/connectors/"+name+"/config", config); code/100 != 2 {
-			t.Fatalf("registering connector %s: HTTP %d: %s", name, code, body)
-		}
-		// Registered after pgtest.Database, so it runs before the database is dropped, which
-		// a replication slot would refuse.
-		t.Cleanup(func() {
-			if code, body := rest(t, http.MethodDelete, connect+"/connectors/"+name, nil); code/100 != 2 && code != http.StatusNotFound {
-				t.Errorf("deleting connector %s: HTTP %d: %s", name, code, body)
-			}
-			// The task lets go of its slot once stopped; the slot is dropped with retries until then.
-			deadline := time.Now().Add(60 * time.Second)
-			for {
-				err := dropSlot(dsn, ident)
-				if err == nil {
-					return
-				}
-				if time.Now().After(deadline) {
-					t.Errorf("dropping replication slot %s: %v", ident, err)
-					return
-				}
-				time.Sleep(500 * time.Millisecond)
-			}
-		})
-		topic := prefix + ".public.articles"
-		waitRunning(t, connect, name)
-		waitTopic(t, ctx, brokers, topic)
+		topic := connecttest.Postgres(t, connect, dsn, "articles", schemasEnable)
 		c, err := kafkaclient.NewConsumer(kafkaclient.ClientConfig{Brokers: []string{brokers}},
 			kafkaclient.ConsumerOptions{Group: kafkatest.Topic(t, "dbz-reader"), Topics: []string{topic}})
 		if err != nil {
@@ -261,62 +159,4 @@ func read(t *testing.T, ctx context.Context, src *kafka.DocSource, n int) []sche
 		docs = append(docs, doc)
 	}
 	return docs
-}
-
-// waitRunning waits until the connector and its task run: a task that failed (a database it
-// cannot reach, wal_level not logical) says why in its trace.
-func waitRunning(t *testing.T, connect, name string) {
-	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		code, body := rest(t, http.MethodGet, connect+"/connectors/"+name+"/status", nil)
-		var st struct {
-			Connector struct{ State string } `json:"connector"`
-			Tasks     []struct {
-				State string `json:"state"`
-				Trace string `json:"trace"`
-			} `json:"tasks"`
-		}
-		if code == http.StatusOK && json.Unmarshal(body, &st) == nil {
-			if len(st.Tasks) > 0 && st.Tasks[0].State == "FAILED" {
-				t.Fatalf("connector %s: task failed: %s", name, st.Tasks[0].Trace)
-			}
-			if st.Connector.State == "RUNNING" && len(st.Tasks) > 0 && st.Tasks[0].State == "RUNNING" {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("connector %s not running after 90s: HTTP %d: %s", name, code, body)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}
-
-// waitTopic waits until the worker has created Debezium's topic (at the snapshot's first
-// record): a consumer group joined before it exists would start at its end.
-func waitTopic(t *testing.T, ctx context.Context, brokers, topic string) {
-	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		out, err := exec.CommandContext(ctx, kafkatest.Ctl(), "topic", "list").Output()
-		if err == nil && bytes.Contains(append([]byte("\n"), out...), []byte("\n"+topic+"\n")) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("topic %s not created after 90s (%v)", topic, err)
-		}
-		time.Sleep(time.Second)
-	}
-}
-
-func dropSlot(dsn, slot string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", slot)
-	return err
 }
