@@ -8,6 +8,7 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
+	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/internal/kafkaclient"
 	"github.com/reignpipe/reignpipe/schemas"
 )
@@ -103,5 +104,9 @@ func readChunks(d kafkaclient.Delivery) (schemas.ChunkDoc, error) {
 // version brings the document back. Keeping an older late version out is the stage's guard,
 // upstream of the sink: a topic cannot refuse a record.
 func (s *VectorSink) Delete(ctx context.Context, d schemas.Deletion) error {
-	return s.p.Send(ctx, Tombstone(s.schema, d))
+	err := s.p.Send(ctx, Tombstone(s.schema, d))
+	if err == nil {
+		s.counts.Add(connectors.CountDeleted)
+	}
+	return err
 }

@@ -259,8 +259,15 @@ func TestVectorDeletesLeaveTheLiveSet(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			// The summary's per-sink counts are of what the broker acknowledged only.
+			if c := s.Counts(); c["written"] != 0 || c["deleted"] != 0 {
+				t.Fatalf("counts before Flush: %v, want zeros", c)
+			}
 			if err := s.Flush(ctx); err != nil {
 				t.Fatal(err)
+			}
+			if c := s.Counts(); c["written"] != int64(len(vs)+1) || c["deleted"] != 5 {
+				t.Fatalf("counts after Flush: %v, want %d written, 5 deleted", c, len(vs)+1)
 			}
 			want := map[string]kafkatest.Live{}
 			for _, v := range append(vs[4:], back) {

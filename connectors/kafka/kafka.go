@@ -281,6 +281,7 @@ type VectorSink struct {
 	schema string // the rp-schema header
 	encode func(dst []byte, v schemas.DocVector) ([]byte, error)
 	buf    []byte // the last value, reused: Send copies it
+	counts connectors.FlushCounts
 }
 
 // NewVectorSink writes RPDV records through p; Close closes p.
@@ -339,12 +340,30 @@ func (s *VectorSink) Write(ctx context.Context, v schemas.DocVector) error {
 			"vector record of %d bytes exceeds transport.kafka.max_record_bytes=%d; format %s is never fragmented",
 			tooLarge.Bytes, tooLarge.Max, s.format)}
 	}
+	if err == nil {
+		s.counts.Add(connectors.CountWritten)
+	}
 	return err
 }
 
 // Flush blocks until every vector written is acknowledged by the broker.
-func (s *VectorSink) Flush(ctx context.Context) error { return s.p.Flush(ctx) }
-func (s *VectorSink) Close(ctx context.Context) error { return s.p.Close(ctx) }
+func (s *VectorSink) Flush(ctx context.Context) error { return s.committed(s.p.Flush(ctx)) }
+
+// Close flushes what is queued and closes the producer.
+func (s *VectorSink) Close(ctx context.Context) error { return s.committed(s.p.Close(ctx)) }
+
+func (s *VectorSink) committed(err error) error {
+	if err == nil {
+		s.counts.Commit()
+	}
+	return err
+}
+
+// Counts is the vector records (written) and tombstones (deleted) the broker acknowledged
+// (connectors.SinkCounter).
+func (s *VectorSink) Counts() map[string]int64 {
+	return s.counts.Counts(connectors.CountWritten, connectors.CountDeleted)
+}
 
 // DeadLetterTopic is a connectors.DeadLetterSink on a topic: the value is the dead letter as
 // JSON, the headers give stage, error and source position so an operator can filter with any

@@ -121,19 +121,30 @@ func writeHistory(t *testing.T, dir string, open func(t *testing.T, dir string, 
 	writeV1Part(t, dir, 1, v1)
 	for _, step := range h.steps[1:] {
 		s := open(t, dir, nil)
+		want := map[string]int64{"written": 0, "deleted": 0}
 		for _, o := range step {
 			var err error
 			if o.del {
 				err = s.Delete(ctx, schemas.Deletion{DocID: o.doc, Source: "test", Version: o.version})
+				want["deleted"]++
 			} else {
 				err = s.Write(ctx, testVector(o.doc, o.version))
+				want["written"]++
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
 		}
+		// The summary's per-sink counts are of rows in visible parts only.
+		counter := s.(connectors.SinkCounter)
+		if c := counter.Counts(); c["written"] != 0 || c["deleted"] != 0 {
+			t.Fatalf("counts before the part is visible: %v, want zeros", c)
+		}
 		if err := s.Close(ctx); err != nil {
 			t.Fatal(err)
+		}
+		if c := counter.Counts(); !maps.Equal(c, want) {
+			t.Fatalf("counts after Close: %v, want %v", c, want)
 		}
 	}
 }

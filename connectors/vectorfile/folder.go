@@ -10,6 +10,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/parquet/file"
 
+	"github.com/reignpipe/reignpipe/connectors"
 	"github.com/reignpipe/reignpipe/internal/objstore"
 	"github.com/reignpipe/reignpipe/internal/parquetread"
 )
@@ -189,4 +190,21 @@ func (p *partSeq) create(ctx context.Context, ext string) (*partFile, error) {
 		p.seq = seq
 	}
 	return createPart(p.dir, p.seq, ext)
+}
+
+// fileCounts gives a vector file sink its connectors.SinkCounter: the vectors (written) and
+// tombstone rows (deleted) in parts a Flush made visible.
+type fileCounts struct{ counts connectors.FlushCounts }
+
+// counted counts one row under name when err says it was appended.
+func (f *fileCounts) counted(name string, err error) error {
+	if err == nil {
+		f.counts.Add(name)
+	}
+	return err
+}
+
+// Counts is the rows in visible parts: written (vectors) and deleted (tombstones).
+func (f *fileCounts) Counts() map[string]int64 {
+	return f.counts.Counts(connectors.CountWritten, connectors.CountDeleted)
 }

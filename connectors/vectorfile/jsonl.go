@@ -48,6 +48,7 @@ type jsonVector struct {
 // JSONLSink writes part-<seq>.jsonl files, one JSON object per line. Use from one goroutine at
 // a time.
 type JSONLSink struct {
+	fileCounts
 	partSeq
 	part *partFile
 	line bytes.Buffer
@@ -80,11 +81,11 @@ func (s *JSONLSink) Write(ctx context.Context, v schemas.DocVector) error {
 			return fmt.Errorf("vectorfile: %s: vector[%d] is %v, which JSON cannot represent", v.DocID, i, x)
 		}
 	}
-	return s.append(ctx, jsonVector{
+	return s.counted(connectors.CountWritten, s.append(ctx, jsonVector{
 		DocID: v.DocID, Title: v.Title, Source: v.Source, Version: v.Version, NChunks: v.NChunks,
 		NTokens: v.NTokens, ContentHash: fmt.Sprintf("%016x", v.ContentHash), Space: v.Space, Vector: v.Vector,
 		GNSpace: v.GNSpace, GNVector: v.GNVector,
-	})
+	}))
 }
 
 // Delete appends the deletion's tombstone line (jsonVector says its fields); like Write it is
@@ -96,8 +97,8 @@ func (s *JSONLSink) Delete(ctx context.Context, d schemas.Deletion) error {
 	if d.DocID == "" {
 		return errors.New("vectorfile: a deletion without a doc id")
 	}
-	return s.append(ctx, jsonVector{DocID: d.DocID, Source: d.Source, Version: d.Version,
-		ContentHash: fmt.Sprintf("%016x", 0), Vector: []float32{}, Deleted: true})
+	return s.counted(connectors.CountDeleted, s.append(ctx, jsonVector{DocID: d.DocID, Source: d.Source, Version: d.Version,
+		ContentHash: fmt.Sprintf("%016x", 0), Vector: []float32{}, Deleted: true}))
 }
 
 // append writes one line to the current part, starting one if needed.
@@ -143,6 +144,7 @@ func (s *JSONLSink) Flush(ctx context.Context) error {
 		return s.fail(err)
 	}
 	s.seq++
+	s.counts.Commit()
 	return nil
 }
 

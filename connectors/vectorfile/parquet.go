@@ -41,6 +41,7 @@ type ParquetOptions struct {
 
 // ParquetSink writes schemas.VectorSchema parts. Use from one goroutine at a time.
 type ParquetSink struct {
+	fileCounts
 	opts   ParquetOptions
 	schema *arrow.Schema
 	partSeq
@@ -113,7 +114,7 @@ func (s *ParquetSink) Write(ctx context.Context, v schemas.DocVector) error {
 		gb.Append(true)
 		gb.ValueBuilder().(*array.Float32Builder).AppendValues(v.GNVector, nil)
 	}
-	return s.appended(ctx)
+	return s.counted(connectors.CountWritten, s.appended(ctx))
 }
 
 // Delete appends the deletion's tombstone row (schemas.VectorSchema says its columns); like
@@ -140,7 +141,7 @@ func (s *ParquetSink) Delete(ctx context.Context, d schemas.Deletion) error {
 		s.b.Field(10).(*array.StringBuilder).Append("")
 		appendZeros(s.b.Field(11).(*array.FixedSizeListBuilder), s.opts.GNDim)
 	}
-	return s.appended(ctx)
+	return s.counted(connectors.CountDeleted, s.appended(ctx))
 }
 
 func appendZeros(b *array.FixedSizeListBuilder, dim int) {
@@ -233,6 +234,7 @@ func (s *ParquetSink) Flush(ctx context.Context) error {
 	}
 	s.part = nil
 	s.seq++
+	s.counts.Commit()
 	return nil
 }
 

@@ -72,8 +72,9 @@ type Summary struct {
 	DeadLetter    string   `json:"dead_letter,omitempty"`
 	Outputs       []string `json:"outputs"`
 	// Sinks holds, by output name, what the sinks that can tell (connectors.SinkCounter) did
-	// with the vectors: a database sink's inserted, updated, unchanged, older_skipped rows,
-	// and the deletions it applied (deleted).
+	// with the vectors: a file or Kafka sink's written vectors and deleted tombstones, a
+	// database sink's inserted, updated, unchanged, older_skipped rows and the deletions it
+	// applied (deleted).
 	Sinks map[string]map[string]int64 `json:"sinks,omitempty"`
 	// Store is what a distributed worker's replica of the cluster's chunk store did
 	// (pipelines/engine/replica: windows and manifests applied and published).
