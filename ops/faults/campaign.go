@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/reignpipe/reignpipe/connectors/vectorfile"
+	"github.com/reignpipe/reignpipe/pipelines/engine"
 	"github.com/reignpipe/reignpipe/schemas"
 )
 
@@ -33,7 +34,10 @@ type Campaign struct {
 	// refFailed is how many inputs the clean run dead-lettered: a faulty run must fail the
 	// same ones, no more.
 	refFailed int64
-	refWall   time.Duration
+	// refWritten and refDeleted are the clean run's upserts written and deletions applied,
+	// which the distributed trial's ingest stage must match.
+	refWritten, refDeleted int64
+	refWall                time.Duration
 }
 
 // Fault is one way a trial interrupts the pipeline before the final, undisturbed run.
@@ -74,22 +78,11 @@ func (r Result) OK() bool {
 	return r.Err == "" && r.Lost == 0 && r.Wrong == 0 && r.Extra == 0 && r.AddsUp && r.Temps == 0 && r.RerunGN == 0 && r.FinalState == "completed"
 }
 
-type summary struct {
-	Stopped     string           `json:"stopped"`
-	Error       string           `json:"error"`
-	InputsRead  int64            `json:"inputs_read"`
-	DocsWritten int64            `json:"docs_written"`
-	DocsFailed  int64            `json:"docs_failed"`
-	DocsResumed int64            `json:"docs_resumed"`
-	Abandoned   int64            `json:"docs_abandoned"`
-	Skipped     map[string]int64 `json:"docs_skipped"`
-	GNWindows   int64            `json:"gn_windows"`
-	Windows     int64            `json:"windows"`
-}
+// summary is the run's JSON summary; addsUp is invariant 8 on it: every input read is
+// accounted for, deletions and inputs a deletion superseded among them.
+type summary = engine.Summary
 
-func (s summary) addsUp() bool {
-	return s.InputsRead == s.DocsWritten+s.DocsFailed+s.DocsResumed+s.Abandoned
-}
+func addsUp(s summary) bool { return s.InputsRead == s.Accounted() }
 
 func (c *Campaign) config(dir string) string {
 	return fmt.Sprintf(`version: 1
@@ -167,15 +160,18 @@ func (c *Campaign) Reference() error {
 		return fmt.Errorf("clean run: %w", err)
 	}
 	c.refWall = time.Since(start)
-	if s.Stopped != "completed" || !s.addsUp() || s.DocsWritten == 0 {
+	if s.Stopped != "completed" || !addsUp(s) || s.DocsWritten == 0 {
 		return fmt.Errorf("clean run: %+v", s)
 	}
-	c.refFailed = s.DocsFailed
+	c.refFailed, c.refWritten, c.refDeleted = s.DocsFailed, s.DocsWritten, s.DocsDeleted
 	c.ref, err = vectorfile.Latest(filepath.Join(dir, "vectors"))
 	if err != nil {
 		return err
 	}
-	c.Logf("clean run: %d documents, %d failed, %d windows in %.1f s", len(c.ref), s.DocsFailed, s.Windows, c.refWall.Seconds())
+	if _, back := c.ref["f:d0002"]; s.DocsDeleted > 0 && (!back || c.ref["f:d0001"].DocID != "") {
+		return fmt.Errorf("clean run: the corpus's deletions were not applied (d0001 live: %v, d0002 back: %v)", c.ref["f:d0001"].DocID != "", back)
+	}
+	c.Logf("clean run: %d documents, %d deleted, %d failed, %d windows in %.1f s", len(c.ref), s.DocsDeleted, s.DocsFailed, s.Windows, c.refWall.Seconds())
 	return nil
 }
 
@@ -268,7 +264,7 @@ func (c *Campaign) Trial(i int, f Fault) Result {
 		}
 		if landed && f.Signal == syscall.SIGTERM {
 			// A soft stop writes its summary, which must add up too.
-			if s, err := readSummary(dir); err != nil || s.Stopped != "interrupted" || !s.addsUp() {
+			if s, err := readSummary(dir); err != nil || s.Stopped != "interrupted" || !addsUp(s) {
 				softOK = false
 				r.Err = fmt.Sprintf("soft-stopped run's summary: %+v (%v)", s, err)
 			}
@@ -279,7 +275,7 @@ func (c *Campaign) Trial(i int, f Fault) Result {
 		r.Err = err.Error()
 		return r
 	}
-	r.FinalState, r.AddsUp = s.Stopped, s.addsUp() && softOK
+	r.FinalState, r.AddsUp = s.Stopped, addsUp(s) && softOK
 	for _, pattern := range []string{"state/.tmp-*", "vectors/*.tmp", "vectors-jsonl/*.tmp", "cache/shards/*.tmp"} {
 		m, _ := filepath.Glob(filepath.Join(dir, pattern))
 		r.Temps += len(m)
@@ -452,7 +448,8 @@ func firstLine(s string) string {
 }
 
 // Corpus writes the fixture every run reads: documents of 1 to ~12 windows at K=128, a few
-// repeated texts (shared windows across documents), and two bad lines.
+// repeated texts (shared windows across documents), two bad lines, and deletion lines halfway
+// (n >= 4): d0001 deleted for good, d0002 deleted and back with new text, an unknown id.
 func Corpus(path string, n int, seed uint64) error {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	words := strings.Fields("the pipeline reads every document once and embeds each window of tokens " +
@@ -479,6 +476,18 @@ func Corpus(path string, n int, seed uint64) error {
 		b.WriteByte('\n')
 		if i == n/3 || i == 2*n/3 {
 			b.WriteString("{\"id\": \"broken\", \"text\": \n")
+		}
+		// Deletions: of an earlier document for good, of one that then comes back with new
+		// text, and of an id the corpus never had. A trial must not bring the first back nor
+		// lose the second.
+		if i == n/2 {
+			for _, id := range []string{"d0001", "d0002", "never-seen"} {
+				fmt.Fprintf(&b, "{\"id\": %q, \"deleted\": true}\n", id)
+			}
+		}
+		if i == n/2+1 {
+			line, _ := json.Marshal(map[string]string{"id": "d0002", "title": "Doc 2, back", "text": "the second document came back with other words after its deletion"})
+			b.Write(append(line, '\n'))
 		}
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)

@@ -73,7 +73,7 @@ func TestShortCampaign(t *testing.T) {
 func TestStageSummary(t *testing.T) {
 	out := "time=... level=INFO msg=x\n{\n  \"stopped\": \"stopped\",\n  \"inputs_read\": 3,\n  \"docs_written\": 2,\n  \"docs_skipped\": {\n    \"empty\": 1\n  },\n  \"docs_failed\": 1\n}\n"
 	s, err := stageSummary(out)
-	if err != nil || s.Stopped != "stopped" || s.Inputs != 3 || s.Written != 2 || s.Failed != 1 {
+	if err != nil || s.Stopped != "stopped" || s.InputsRead != 3 || s.DocsWritten != 2 || s.DocsFailed != 1 {
 		t.Fatalf("%+v %v", s, err)
 	}
 	if _, err := stageSummary("logs only\n"); err == nil {

@@ -11,23 +11,10 @@ import (
 	"github.com/reignpipe/reignpipe/stages/shardcache"
 )
 
-// stageCounts is what the campaign reads of a stage's summary: every stage prints the engine's
-// summary, a run's.
-type stageCounts struct {
-	Stopped   string `json:"stopped"`
-	Error     string `json:"error"`
-	Inputs    int64  `json:"inputs_read"`
-	Written   int64  `json:"docs_written"`
-	Failed    int64  `json:"docs_failed"`
-	Resumed   int64  `json:"docs_resumed"`
-	Abandoned int64  `json:"docs_abandoned"`
-	Revoked   int64  `json:"docs_revoked"`
-}
-
 // stageSummary reads the JSON summary a stage process printed on its standard output as it
 // ended (the last incarnation's: a killed process prints none).
-func stageSummary(stdout string) (stageCounts, error) {
-	var s stageCounts
+func stageSummary(stdout string) (summary, error) {
+	var s summary
 	// The summary is indented JSON: its opening brace is the only one at the start of a line
 	// (nested objects are indented).
 	i := strings.LastIndex("\n"+stdout, "\n{\n")
@@ -53,7 +40,7 @@ func (c *Campaign) checkStageSummaries(stdout map[string]string) error {
 			problems = append(problems, fmt.Sprintf("%s: %v", name, err))
 			continue
 		}
-		failed := s.Failed
+		failed := s.DocsFailed
 		// Ingest ends by itself (--idle-exit); the others are stopped by SIGTERM, a stage's
 		// normal end.
 		want := "completed"
@@ -63,12 +50,13 @@ func (c *Campaign) checkStageSummaries(stdout map[string]string) error {
 		if s.Error != "" || s.Stopped != want {
 			problems = append(problems, fmt.Sprintf("%s stopped %q, want %q: %s", name, s.Stopped, want, s.Error))
 		}
-		if s.Inputs != s.Written+failed+s.Resumed+s.Abandoned+s.Revoked {
-			problems = append(problems, fmt.Sprintf("%s: %d inputs read, %d written + %d dead-lettered + %d resumed + %d abandoned + %d revoked",
-				name, s.Inputs, s.Written, failed, s.Resumed, s.Abandoned, s.Revoked))
+		if !addsUp(s) {
+			problems = append(problems, fmt.Sprintf("%s: %d inputs read, %d accounted for (%d written + %d deleted + %d dead-lettered + %d resumed + %d abandoned + %d revoked + %d superseded)",
+				name, s.InputsRead, s.Accounted(), s.DocsWritten, s.DocsDeleted, failed, s.DocsResumed, s.Abandoned, s.Revoked, s.Superseded))
 		}
-		if name == "ingest" && (s.Written != int64(len(c.ref)) || failed != c.refFailed) {
-			problems = append(problems, fmt.Sprintf("ingest wrote %d documents and dead-lettered %d, the clean run %d and %d", s.Written, failed, len(c.ref), c.refFailed))
+		if name == "ingest" && (s.DocsWritten != c.refWritten || s.DocsDeleted != c.refDeleted || failed != c.refFailed) {
+			problems = append(problems, fmt.Sprintf("ingest wrote %d documents, deleted %d and dead-lettered %d, the clean run %d, %d and %d",
+				s.DocsWritten, s.DocsDeleted, failed, c.refWritten, c.refDeleted, c.refFailed))
 		}
 		if name != "ingest" && failed != 0 {
 			problems = append(problems, fmt.Sprintf("%s dead-lettered %d inputs of a good corpus", name, failed))

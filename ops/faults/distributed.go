@@ -270,7 +270,9 @@ func (c *Campaign) DistTrial(i int, f DistFault, b Broker) Result {
 	return r
 }
 
-// readVectorTopic consumes topic with a fresh group until every document of want is there.
+// readVectorTopic consumes topic with a fresh group until every document of want is there and
+// then until the topic stays quiet for a few seconds, keeping the last vector of each key and
+// dropping the keys whose last record is a tombstone (a deletion), as compaction would.
 func readVectorTopic(b Broker, topic string, want map[string]schemas.DocVector, timeout time.Duration) (map[string]schemas.DocVector, error) {
 	cons, err := kafkaclient.NewConsumer(kafkaclient.ClientConfig{Brokers: []string{b.Addr}},
 		kafkaclient.ConsumerOptions{Group: fmt.Sprintf("faults-reader-%d", time.Now().UnixNano()), Topics: []string{topic}})
@@ -281,22 +283,35 @@ func readVectorTopic(b Broker, topic string, want map[string]schemas.DocVector, 
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	got := map[string]schemas.DocVector{}
+	seen := map[string]bool{}
 	missing := len(want)
-	for missing > 0 {
-		d, err := cons.Next(ctx)
+	for {
+		next, quiet := ctx, context.CancelFunc(func() {})
+		if missing == 0 {
+			// Every wanted document arrived: what follows (a tombstone of a document written
+			// earlier on another partition) is read until the topic is quiet.
+			next, quiet = context.WithTimeout(ctx, 3*time.Second)
+		}
+		d, err := cons.Next(next)
+		quiet()
+		if err != nil && missing == 0 && ctx.Err() == nil {
+			return got, nil
+		}
 		if err != nil {
 			return got, fmt.Errorf("reading %s: %w; %d of %d documents arrived", topic, err, len(want)-missing, len(want))
+		}
+		if len(d.Value) == 0 {
+			delete(got, d.Key)
+			continue
 		}
 		v, err := schemas.DecodeDocVector(d.Value)
 		if err != nil {
 			return got, fmt.Errorf("record %s: %w", d.Key, err)
 		}
-		if _, seen := got[v.DocID]; !seen {
-			if _, ok := want[v.DocID]; ok {
-				missing--
-			}
+		if _, ok := want[v.DocID]; ok && !seen[v.DocID] {
+			seen[v.DocID] = true
+			missing--
 		}
 		got[v.DocID] = v
 	}
-	return got, nil
 }
