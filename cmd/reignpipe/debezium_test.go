@@ -19,7 +19,7 @@ import (
 // by Debezium's connector in the real Kafka Connect worker → its topic → `stage process`
 // (source.type debezium) → pgvector and a compacted vectors topic. Inserts, updates that change
 // the text and that do not, and deletes are applied while it runs, and the stage is killed with
-// SIGKILL once and started again. After catch-up pgvector holds exactly the table's ids with the
+// SIGKILL twice at random points and started again. After catch-up pgvector holds exactly the table's ids with the
 // content hash of each row's current text, and kafka-python, reading the vectors topic as
 // compaction leaves it, sees exactly the same live set.
 func TestDebeziumStagesFollowTheTable(t *testing.T) {
@@ -55,22 +55,24 @@ transport:
 
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 28))
 	n := 0
-	proc := c.launch(t, "process1", "stage", "process", cfg)
-	stop := time.Now().Add(time.Duration(4000+r.IntN(6000)) * time.Millisecond)
-	for time.Now().Before(stop) {
-		c.change(t, r, n)
-		n++
-		time.Sleep(50 * time.Millisecond)
+	for round := 0; round < 2; round++ {
+		proc := c.launch(t, fmt.Sprintf("process%d", round+1), "stage", "process", cfg)
+		stop := time.Now().Add(time.Duration(4000+r.IntN(6000)) * time.Millisecond)
+		for time.Now().Before(stop) {
+			c.change(t, r, n)
+			n++
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err := proc.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = proc.Wait()
 	}
-	if err := proc.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = proc.Wait()
 	for i := 0; i < 40; i++ {
 		c.change(t, r, n)
 		n++
 	}
-	proc = c.launch(t, "process2", "stage", "process", cfg)
+	proc := c.launch(t, "process3", "stage", "process", cfg)
 	c.caughtUp(t, 4*time.Minute)
 
 	want := c.want(t)
@@ -90,7 +92,7 @@ transport:
 		time.Sleep(2 * time.Second)
 	}
 	stopRun(t, proc)
-	log, _ := os.ReadFile(filepath.Join(c.dir, "process2.log"))
+	log, _ := os.ReadFile(filepath.Join(c.dir, "process3.log"))
 	// The 40 changes made while no stage ran hold deletes (one in four is one), so the
 	// restarted stage's summary must count some.
 	if m := regexp.MustCompile(`"docs_deleted": (\d+)`).FindAllSubmatch(log, -1); len(m) == 0 || string(m[len(m)-1][1]) == "0" {
