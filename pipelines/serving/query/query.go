@@ -164,6 +164,15 @@ func (e *Embedder) Stats() Stats {
 	return st
 }
 
+// NoTokensError is a query whose text cuts into no window: empty once the GN's tokenizer is
+// done with it (blank, or only characters its vocabulary drops). The caller's to fix, not a
+// server fault.
+type NoTokensError struct{ Query string }
+
+func (e *NoTokensError) Error() string {
+	return fmt.Sprintf("query %s: no text to embed (the document has no tokens)", e.Query)
+}
+
 // Embed computes doc's vectors. A document that cuts into no window cannot be searched for
 // (the runner would dead-letter it the same way). When ctx ends, the query's windows still
 // queued for the GN are dropped.
@@ -176,7 +185,7 @@ func (e *Embedder) Embed(ctx context.Context, doc schemas.Document) (*Result, er
 		return nil, fmt.Errorf("query %s: %w", name(doc), err)
 	}
 	if nTokens == 0 {
-		return nil, fmt.Errorf("query %s: no text to embed (the document has no tokens)", name(doc))
+		return nil, &NoTokensError{Query: name(doc)}
 	}
 	keys := make([]uint64, len(windows))
 	for i, w := range windows {

@@ -88,9 +88,13 @@ func (a *API) classify(ctx context.Context, err error) *apiError {
 	var ae *apiError
 	var over *query.OverBudgetError
 	var nf *connectors.NotFoundError
+	var empty *query.NoTokensError
 	switch {
 	case errors.As(err, &ae):
 		return ae
+	case errors.As(err, &empty):
+		return &apiError{status: http.StatusBadRequest, kind: kindInvalid, param: "input",
+			msg: "the text has no tokens once the GN's tokenizer is done with it (blank, or only characters its vocabulary drops): nothing to embed"}
 	case errors.As(err, &over):
 		return &apiError{status: http.StatusRequestEntityTooLarge, kind: kindTooLarge, param: "input",
 			msg: fmt.Sprintf("the request's text is over %d tokens, the bound on one request (serve --max-tokens)", over.Max)}

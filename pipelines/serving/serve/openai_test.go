@@ -101,6 +101,7 @@ func TestEmbeddingsRefusals(t *testing.T) {
 		{"token id arrays", `{"model":"` + m + `","input":[[101,2023]]}`, 400, "input", "invalid_request", "check_embedding_ctx_length=False"},
 		{"empty array", `{"model":"` + m + `","input":[]}`, 400, "input", "invalid_request", "empty array"},
 		{"blank string", `{"model":"` + m + `","input":["ok","  "]}`, 400, "input", "invalid_request", "input[1]"},
+		{"no tokens", `{"model":"` + m + `","input":"\u0301"}`, 400, "input", "invalid_request", "no tokens"},
 		{"no input", `{"model":"` + m + `"}`, 400, "input", "invalid_request", "input is required"},
 		{"too many inputs", `{"model":"` + m + `","input":["a","b","c","d"]}`, 400, "input", "invalid_request", "at most 3"},
 		{"other dimensions", `{"model":"` + m + `","input":"a","dimensions":256}`, 400, "dimensions", "invalid_request", "cannot be shortened"},

@@ -125,6 +125,8 @@ func TestServeRefusesBadInput(t *testing.T) {
 		{"trailing data", "POST", "/v1/search", "application/json", `{"text":"bread"} {"text":"oven"}`, 400, "more after its JSON object"},
 		{"trailing garbage", "POST", "/v1/embed", "application/json", `{"text":"bread"}x`, 400, "more after its JSON object"},
 		{"blank text", "POST", "/v1/embed", "application/json", `{"text":"  "}`, 400, "no text"},
+		// Lone combining accents: not blank, but the tokenizer strips every one of them.
+		{"no tokens", "POST", "/v1/search", "application/json", `{"text":"\u0301 \u0308"}`, 400, "no tokens"},
 		{"k too large", "POST", "/v1/search", "application/json", `{"text":"bread","k":51}`, 400, "k=51: must be in [1, 50]"},
 		{"k zero", "POST", "/v1/search", "application/json", `{"text":"bread","k":0}`, 400, "k=0: must be in [1, 50]"},
 		{"k zero in the query", "POST", "/v1/search?k=0", "text/plain", "bread", 400, "k=0: must be in [1, 50]"},
