@@ -293,8 +293,9 @@ func readVectorTopic(b Broker, topic string, want map[string]schemas.DocVector, 
 			next, quiet = context.WithTimeout(ctx, 3*time.Second)
 		}
 		d, err := cons.Next(next)
+		quietEnded := next.Err() != nil && ctx.Err() == nil
 		quiet()
-		if err != nil && missing == 0 && ctx.Err() == nil {
+		if err != nil && missing == 0 && quietEnded {
 			return got, nil
 		}
 		if err != nil {
